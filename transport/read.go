@@ -1,0 +1,326 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// topicInfo is what reads and writes need to know of a topic.
+type topicInfo struct {
+	id         [16]byte
+	partitions int32
+}
+
+// coordinationTopic returns the coordination topic, creating it on first use.
+func (t *BrokerTransport) coordinationTopic(ctx context.Context, op Op, role Role) (*topicInfo, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	info, err := t.ensureTopic(ctx, t.cfg.Topic, t.cfg.TopicPartitions)
+	if err != nil {
+		kind := ErrAdmin
+		if errors.Is(err, ErrInvalidConfig) {
+			kind = ErrInvalidConfig
+		}
+		return nil, &Error{Op: op, Role: role, Kind: kind, Stage: StageLocal, Err: err}
+	}
+	return info, nil
+}
+
+// EnsureTopic creates topic with the given partition count (and the configured replication)
+// unless it exists, and returns its partition count. fencecheck's workload uses it for the
+// work topic. Errors wrap ErrAdmin.
+func (t *BrokerTransport) EnsureTopic(ctx context.Context, topic string, partitions int32) (int32, error) {
+	if err := t.checkOpen(OpStart, ""); err != nil {
+		return 0, err
+	}
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	info, err := t.ensureTopic(ctx, topic, partitions)
+	if err != nil {
+		return 0, &Error{Op: OpStart, Kind: ErrAdmin, Stage: StageSend, Err: err}
+	}
+	return info.partitions, nil
+}
+
+// ensureTopic creates topic if needed and caches its id and partition count. "Already
+// exists" is success: another process may have created it first.
+func (t *BrokerTransport) ensureTopic(ctx context.Context, topic string, partitions int32) (*topicInfo, error) {
+	t.topicsMu.Lock()
+	defer t.topicsMu.Unlock()
+	if info := t.topics[topic]; info != nil {
+		return info, nil
+	}
+	resp, err := t.adm.CreateTopic(ctx, partitions, t.cfg.TopicReplication, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return nil, fmt.Errorf("create topic %q: %w", topic, err)
+	}
+	info, err := t.describeTopic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	t.topics[topic] = info
+	return info, nil
+}
+
+// describeTopic reads a topic's id and partition count, waiting out the moment after creation
+// when brokers do not know the topic yet.
+func (t *BrokerTransport) describeTopic(ctx context.Context, topic string) (*topicInfo, error) {
+	for {
+		md, err := t.adm.Metadata(ctx, topic)
+		if err == nil {
+			d, ok := md.Topics[topic]
+			switch {
+			case !ok:
+				err = kerr.UnknownTopicOrPartition
+			case d.Err != nil:
+				err = d.Err
+			case len(d.Partitions) == 0:
+				return nil, fmt.Errorf("%w: topic %q reports no partition", ErrInvalidConfig, topic)
+			default:
+				return &topicInfo{id: d.ID, partitions: int32(len(d.Partitions))}, nil
+			}
+		}
+		if perr := pause(ctx, 50*time.Millisecond); perr != nil {
+			return nil, fmt.Errorf("describe topic %q: %w (last answer: %v)", topic, perr, err)
+		}
+	}
+}
+
+// ReadRoleRecords returns role's registrations and leases, in offset order, as committed: it
+// scans the role's partition at read_committed from the log start to the last stable offset
+// taken when the scan starts, and does not wait for records appended meanwhile. Records whose
+// key does not decode or names another role are dropped: they belong to other writers.
+//
+// Errors: ErrClient when the metadata read, the offset lookup or a fetch fails; ErrRecord
+// when a record of role does not decode; ErrInvalidConfig when the topic has no partition.
+func (t *BrokerTransport) ReadRoleRecords(ctx context.Context, role Role) (RoleRecords, error) {
+	if err := t.checkOpen(OpRead, role); err != nil {
+		return RoleRecords{}, err
+	}
+	info, err := t.coordinationTopic(ctx, OpRead, role)
+	if err != nil {
+		return RoleRecords{}, err
+	}
+	recs, err := t.scan(ctx, t.cfg.Topic, info, PartitionFor(role, info.partitions))
+	if err != nil {
+		return RoleRecords{}, &Error{Op: OpRead, Role: role, Kind: ErrClient, Stage: StageSend, Err: err}
+	}
+	var out RoleRecords
+	for _, r := range recs {
+		if k, err := DecodeKey(r.Key); err != nil || k != role {
+			continue
+		}
+		v, err := DecodeValue(r.Value)
+		if err != nil {
+			return RoleRecords{}, &Error{Op: OpRead, Role: role, Kind: ErrRecord, Stage: StageSend,
+				Err: fmt.Errorf("offset %d: %w", r.Offset, err)}
+		}
+		switch v.Kind {
+		case KindRegistration:
+			out.Registrations = append(out.Registrations, Registration{Member: v.Member, JoinSeq: r.Offset})
+		case KindLease:
+			out.Leases = append(out.Leases, LeaseRecord{Lease: v.Lease, Token: v.Token, Offset: r.Offset})
+		}
+	}
+	return out, nil
+}
+
+// ReadPartition returns the committed records of one partition of topic, in offset order,
+// with the scan rules of ReadRoleRecords but no decoding. fencecheck's final reads of the
+// work topic use it. Errors wrap ErrClient.
+func (t *BrokerTransport) ReadPartition(ctx context.Context, topic string, partition int32) ([]*kgo.Record, error) {
+	if err := t.checkOpen(OpRead, ""); err != nil {
+		return nil, err
+	}
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	t.topicsMu.Lock()
+	info := t.topics[topic]
+	t.topicsMu.Unlock()
+	if info == nil {
+		var err error
+		if info, err = t.describeTopic(ctx, topic); err != nil {
+			return nil, &Error{Op: OpRead, Kind: ErrClient, Stage: StageSend, Err: err}
+		}
+	}
+	recs, err := t.scan(ctx, topic, info, partition)
+	if err != nil {
+		return nil, &Error{Op: OpRead, Kind: ErrClient, Stage: StageSend, Err: err}
+	}
+	return recs, nil
+}
+
+// scan reads partition p of topic at read_committed from the log start offset to the last
+// stable offset captured first. kgo's consumer cannot tell when it has passed the last
+// control markers below the LSO, so the scan sends raw fetches and decodes them with
+// kgo.ProcessFetchPartition, which drops aborted batches and markers.
+func (t *BrokerTransport) scan(ctx context.Context, topic string, info *topicInfo, p int32) ([]*kgo.Record, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	starts, err := t.adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets: %w", err)
+	}
+	ends, err := t.adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list last stable offsets: %w", err)
+	}
+	start, ok := starts.Lookup(topic, p)
+	if !ok || start.Err != nil {
+		return nil, fmt.Errorf("start offset of %s/%d: %v", topic, p, start.Err)
+	}
+	end, ok := ends.Lookup(topic, p)
+	if !ok || end.Err != nil {
+		return nil, fmt.Errorf("last stable offset of %s/%d: %v", topic, p, end.Err)
+	}
+
+	var out []*kgo.Record
+	offset := start.Offset
+	leader := int32(-1)
+	for offset < end.Offset {
+		if leader < 0 {
+			if leader, err = t.leaderOf(ctx, topic, p); err != nil {
+				return nil, err
+			}
+		}
+		fp, next, err := t.fetch(ctx, leader, topic, info, p, offset)
+		if err == nil {
+			err = fp.Err
+		}
+		if err != nil {
+			// A moved leader or a lost connection is worth another try within the deadline.
+			leader = -1
+			if perr := pause(ctx, 50*time.Millisecond); perr != nil {
+				return nil, fmt.Errorf("fetch %s/%d at offset %d: %w", topic, p, offset, err)
+			}
+			continue
+		}
+		for _, r := range fp.Records {
+			if r.Offset >= end.Offset {
+				break
+			}
+			out = append(out, r)
+		}
+		if next <= offset { // nothing new below the LSO yet: ask again
+			if err := pause(ctx, 10*time.Millisecond); err != nil {
+				return nil, fmt.Errorf("fetch %s/%d stalled at offset %d before %d: %w", topic, p, offset, end.Offset, err)
+			}
+			continue
+		}
+		offset = next
+	}
+	return out, nil
+}
+
+func (t *BrokerTransport) leaderOf(ctx context.Context, topic string, p int32) (int32, error) {
+	md, err := t.adm.Metadata(ctx, topic)
+	if err != nil {
+		return -1, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	pd, ok := md.Topics[topic].Partitions[p]
+	if !ok || pd.Err != nil || pd.Leader < 0 {
+		return -1, fmt.Errorf("no leader for %s/%d", topic, p)
+	}
+	return pd.Leader, nil
+}
+
+func (t *BrokerTransport) fetch(ctx context.Context, leader int32, topic string, info *topicInfo, p int32, offset int64) (kgo.FetchPartition, int64, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(t.cfg.FetchMaxWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = t.cfg.FetchPartitionMax
+	req.IsolationLevel = 1
+	req.SessionEpoch = -1 // no fetch session: every request is self-contained
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rt.TopicID = info.id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = p
+	rp.FetchOffset = offset
+	rp.CurrentLeaderEpoch = -1
+	rp.LogStartOffset = -1
+	rp.PartitionMaxBytes = t.cfg.FetchPartitionMax
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	resp, err := req.RequestWith(ctx, t.admin.Broker(int(leader)))
+	if err != nil {
+		return kgo.FetchPartition{}, offset, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return kgo.FetchPartition{}, offset, err
+	}
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			part := &resp.Topics[i].Partitions[j]
+			if part.Partition != p {
+				continue
+			}
+			fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+				Offset:         offset,
+				IsolationLevel: kgo.ReadCommitted(),
+				Topic:          topic,
+				Partition:      p,
+			}, part, kgo.DefaultDecompressor(), nil)
+			return fp, next, nil
+		}
+	}
+	return kgo.FetchPartition{}, offset, fmt.Errorf("fetch response has no %s/%d", topic, p)
+}
+
+// Describe asks role's transaction coordinator (DescribeTransactions, KIP-664) which epoch
+// holds role now. held is false when the coordinator does not know the transactional id:
+// no member ever acquired role.
+//
+// Errors: ErrAdmin when the coordinator lookup fails or the coordinator reports any other
+// fault.
+func (t *BrokerTransport) Describe(ctx context.Context, role Role) (FencingToken, bool, error) {
+	if err := t.checkOpen(OpDescribe, role); err != nil {
+		return FencingToken{}, false, err
+	}
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
+	id := TransactionalID(t.cfg.Topic, role)
+	described, err := t.adm.DescribeTransactions(ctx, id)
+	fail := func(err error) (FencingToken, bool, error) {
+		return FencingToken{}, false, &Error{Op: OpDescribe, Role: role, Kind: ErrAdmin, Stage: StageSend, Err: err}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	d, ok := described[id]
+	switch {
+	case !ok:
+		return fail(errors.New("the coordinator's answer does not name the role"))
+	case errors.Is(d.Err, kerr.TransactionalIDNotFound):
+		return FencingToken{}, false, nil
+	case d.Err != nil:
+		return fail(d.Err)
+	case d.ProducerID < 0:
+		return FencingToken{}, false, nil
+	}
+	return FencingToken{ProducerID: d.ProducerID, Epoch: d.ProducerEpoch}, true, nil
+}
+
+// pause waits d, or returns ctx's error if it ends first. It spaces out retries against a
+// remote system; it is not used for synchronisation.
+func pause(ctx context.Context, d time.Duration) error {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
