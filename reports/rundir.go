@@ -1,0 +1,149 @@
+// Package reports owns a run's directory (the one place that knows its file names) and
+// renders what a run produced: report.html for a person, junit.xml for CI.
+package reports
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// File and folder names inside a run directory (ARCHITECTURE.md, "Run directory").
+const (
+	runFile     = "run.json"
+	historyFile = "history.jsonl"
+	resultsFile = "results.json"
+	reportFile  = "report.html"
+	junitFile   = "junit.xml"
+	linearDir   = "linear"
+	logsDir     = "logs"
+	latestLink  = "latest"
+)
+
+// Dir is one run's directory: runs/<scenario>/<UTC time>-<seed>/.
+type Dir string
+
+// Paths of the files and folders of a run directory.
+func (d Dir) RunJSON() string { return filepath.Join(string(d), runFile) }
+func (d Dir) History() string { return filepath.Join(string(d), historyFile) }
+func (d Dir) Results() string { return filepath.Join(string(d), resultsFile) }
+func (d Dir) Report() string  { return filepath.Join(string(d), reportFile) }
+func (d Dir) JUnit() string   { return filepath.Join(string(d), junitFile) }
+func (d Dir) Linear() string  { return filepath.Join(string(d), linearDir) }
+func (d Dir) Logs() string    { return filepath.Join(string(d), logsDir) }
+
+// LinearName is the path, relative to the run directory, of the porcupine visualization of
+// a role (the checker's DirVisualizer writes Linear()/<safe name>.html).
+func LinearName(safeRole string) string { return linearDir + "/" + safeRole + ".html" }
+
+// NewDir creates runs/<scenario>/<UTC time>-<seed>/ under root, with its logs folder, and
+// points root/latest at it. Two runs in the same second with the same seed get a suffix.
+func NewDir(root, scenario string, started time.Time, seed uint64) (Dir, error) {
+	if scenario == "" || scenario != filepath.Base(scenario) || scenario == "." || scenario == ".." {
+		return "", fmt.Errorf("run directory: scenario name %q cannot be a folder name", scenario)
+	}
+	base := filepath.Join(root, scenario, started.UTC().Format("20060102T150405Z")+"-"+strconv.FormatUint(seed, 10))
+	path := base
+	for i := 2; ; i++ {
+		err := os.MkdirAll(filepath.Dir(path), 0o755)
+		if err == nil {
+			err = os.Mkdir(path, 0o755)
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || i > 100 {
+			return "", fmt.Errorf("run directory: %w", err)
+		}
+		path = fmt.Sprintf("%s.%d", base, i)
+	}
+	d := Dir(path)
+	if err := os.MkdirAll(d.Logs(), 0o755); err != nil {
+		return "", fmt.Errorf("run directory: %w", err)
+	}
+	if err := pointLatest(root, path); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+// pointLatest replaces root/latest with a relative symlink to path, atomically (a rename), so
+// a reader never sees it missing.
+func pointLatest(root, path string) error {
+	rel, err := filepath.Rel(root, path)
+	if err != nil {
+		return fmt.Errorf("latest link: %w", err)
+	}
+	tmp := filepath.Join(root, fmt.Sprintf(".latest-%d", os.Getpid()))
+	os.Remove(tmp)
+	if err := os.Symlink(rel, tmp); err != nil {
+		return fmt.Errorf("latest link: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(root, latestLink)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("latest link: %w", err)
+	}
+	return nil
+}
+
+// RunInfo is run.json: what identifies a run and how to repeat it. It is written first, before
+// the cluster starts, so even a run that dies early says what it was.
+type RunInfo struct {
+	Scenario    string            `json:"scenario"`
+	Description string            `json:"description,omitempty"`
+	Seed        uint64            `json:"seed"`
+	Started     time.Time         `json:"started"`
+	Command     string            `json:"command"` // the command line that repeats this run
+	Revision    string            `json:"revision,omitempty"`
+	Cluster     string            `json:"cluster"`
+	Kafka       string            `json:"kafka_version,omitempty"`
+	TxnVersion  int               `json:"transaction_version,omitempty"`
+	Processes   int               `json:"processes"`
+	Roles       int               `json:"roles"`
+	Members     int               `json:"members"`
+	Duration    time.Duration     `json:"duration_ns"`
+	Transport   string            `json:"transport,omitempty"` // "real", or "mutant:NAME"
+	Versions    map[string]string `json:"versions,omitempty"`
+	Interrupted bool              `json:"interrupted,omitempty"`
+	// Expanded is the scenario with every default filled in, as the runner used it.
+	Expanded json.RawMessage `json:"expanded_scenario,omitempty"`
+}
+
+// WriteRunInfo writes run.json.
+func (d Dir) WriteRunInfo(info *RunInfo) error {
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode run.json: %w", err)
+	}
+	if err := writeFileAtomic(d.RunJSON(), append(b, '\n')); err != nil {
+		return fmt.Errorf("write run.json: %w", err)
+	}
+	return nil
+}
+
+// ReadRunInfo reads run.json.
+func (d Dir) ReadRunInfo() (*RunInfo, error) {
+	b, err := os.ReadFile(d.RunJSON())
+	if err != nil {
+		return nil, fmt.Errorf("read run.json: %w", err)
+	}
+	var info RunInfo
+	if err := json.Unmarshal(b, &info); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", d.RunJSON(), err)
+	}
+	return &info, nil
+}
+
+// writeFileAtomic writes b to path through a temporary file and a rename, so a crash leaves
+// the old file or the new one, never half of one.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

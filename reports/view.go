@@ -1,0 +1,316 @@
+package reports
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// Limits that keep report.html small for million-operation runs; the page says when it
+// sampled.
+const (
+	maxTimelineRoles = 40   // roles with a drawn timeline (anomalous roles first)
+	maxMarksPerRole  = 1500 // write and acquire marks per role timeline
+	maxAnomalyOps    = 12   // operations listed per anomaly
+	chartBins        = 120  // time buckets of the throughput and latency charts
+	chartWidth       = 960.0
+	labelWidth       = 150.0
+)
+
+// page is everything the template shows, computed once.
+type page struct {
+	Info          *RunInfo
+	Res           *checker.Results
+	Verdict       string
+	Headline      string
+	Duration      string
+	Checks        []checkRow
+	Coverage      []checkRow
+	Anomalies     []anomalyView
+	Timelines     []timeline
+	Charts        []chart
+	Notes         []string
+	Exposure      []exposureRow
+	ExposureError string
+}
+
+type checkRow struct {
+	Name, Verdict, Class string
+	Advisory             bool
+	Anomalies            int
+	Detail               string
+}
+
+type anomalyView struct {
+	Guarantee, Role, Log, Explanation, Linear string
+	Ops                                       []opRow
+	MoreOps                                   int
+	Offsets                                   []recordRow
+}
+
+type opRow struct {
+	ID                                           int64
+	Process, Member, Role, Kind, Token, Outcome  string
+	Invoke, Return, Error, OutcomeClass, WriteID string
+}
+
+type recordRow struct {
+	Offset                       int64
+	Kind, Member, Token, WriteID string
+	Found                        bool
+}
+
+type exposureRow struct {
+	Role           string
+	Intervals      int
+	Total, Longest string
+}
+
+// timeline is one role's SVG: a row per member.
+type timeline struct {
+	Role      string
+	ID        string // DOM id
+	Anomalous bool
+	Height    float64
+	Rows      []tlRow
+	Bands     []band
+	Overlaps  []band
+	Holds     []rect
+	Marks     []mark
+	Axis      []tick
+	Sampled   bool
+}
+
+type tlRow struct {
+	Label string
+	Y     float64
+}
+
+type rect struct {
+	X, Y, W, H float64
+	Title      string
+}
+
+type band struct {
+	X, W  float64
+	Title string
+	Class string
+}
+
+type mark struct {
+	X, Y  float64
+	Class string
+	Title string
+}
+
+type tick struct {
+	X     float64
+	Label string
+}
+
+type chart struct {
+	Title  string
+	Unit   string
+	Height float64
+	Lines  []line
+	Bands  []band
+	Axis   []tick
+	YTicks []tick // X holds the y position
+}
+
+type line struct {
+	Name, Class, Points string
+}
+
+// newPage prepares the report of one run. h may be nil (the history could not be read): the
+// page then shows the results only and says why.
+func newPage(info *RunInfo, res *checker.Results, h *history.History, histErr error) *page {
+	p := &page{Info: info, Res: res, Verdict: string(res.Verdict)}
+	p.Headline = headline(res)
+	if h != nil {
+		p.Duration = time.Duration(h.End).Round(time.Millisecond).String()
+	} else if info != nil {
+		p.Duration = info.Duration.String()
+	}
+	if histErr != nil {
+		p.Notes = append(p.Notes, "The history could not be read, so no timelines are drawn: "+histErr.Error())
+	}
+	for _, r := range res.Checks {
+		p.Checks = append(p.Checks, row(r))
+	}
+	for _, r := range res.Coverage {
+		p.Coverage = append(p.Coverage, row(r))
+	}
+	var ops map[int64]*history.Op
+	if h != nil {
+		ops = make(map[int64]*history.Op, len(h.Ops))
+		for i := range h.Ops {
+			ops[h.Ops[i].ID] = &h.Ops[i]
+		}
+	}
+	visualized := map[string]bool{}
+	for _, r := range res.Visualized {
+		visualized[r] = true
+	}
+	anomalous := map[string]bool{}
+	for _, r := range res.Checks {
+		for _, a := range r.Anomalies {
+			p.Anomalies = append(p.Anomalies, anomaly(a, ops, h, visualized))
+			if a.Role != "" {
+				anomalous[a.Role] = true
+			}
+		}
+	}
+	p.Exposure = exposureRows(res)
+	p.ExposureError = res.Exposure.Error
+	if h != nil {
+		p.Timelines, p.Notes = timelines(h, res, anomalous, p.Notes)
+		p.Charts = charts(h)
+	}
+	return p
+}
+
+func headline(res *checker.Results) string {
+	switch res.Verdict {
+	case checker.VerdictValid:
+		return "Safe: every guarantee held, and the run covered what it promised."
+	case checker.VerdictInvalid:
+		n := 0
+		for _, r := range res.Checks {
+			if r.Verdict == checker.VerdictInvalid && !r.Advisory {
+				n++
+			}
+		}
+		return fmt.Sprintf("Unsafe: %d guarantee(s) violated. The anomalies below show the operations and records involved.", n)
+	case checker.VerdictUnknown:
+		return "Undecided: at least one check could not reach a verdict (see its details)."
+	case checker.VerdictInconclusive:
+		return "Inconclusive: nothing was violated, but the run did not cover what it promised, so the pass would be vacuous."
+	case checker.VerdictError:
+		return "Harness error: the run could not be judged. " + res.Error
+	}
+	return string(res.Verdict)
+}
+
+func row(r checker.Result) checkRow {
+	c := checkRow{Name: r.Name, Verdict: string(r.Verdict), Class: verdictClass(r.Verdict), Advisory: r.Advisory,
+		Anomalies: len(r.Anomalies)}
+	if n, ok := r.Details["anomalies"].(float64); ok && int(n) > c.Anomalies {
+		c.Anomalies = int(n)
+	}
+	keys := make([]string, 0, len(r.Details))
+	for k := range r.Details {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %v", k, r.Details[k]))
+	}
+	c.Detail = strings.Join(parts, "; ")
+	return c
+}
+
+func verdictClass(v checker.Verdict) string {
+	switch v {
+	case checker.VerdictValid:
+		return "ok"
+	case checker.VerdictInvalid:
+		return "bad"
+	}
+	return "warn"
+}
+
+func anomaly(a checker.Anomaly, ops map[int64]*history.Op, h *history.History, visualized map[string]bool) anomalyView {
+	v := anomalyView{Guarantee: a.Guarantee, Role: a.Role, Log: a.Log, Explanation: a.Explanation}
+	if a.Role != "" && visualized[a.Role] {
+		v.Linear = LinearName(checker.SafeFileName(a.Role))
+	}
+	for i, id := range a.Ops {
+		if i == maxAnomalyOps {
+			v.MoreOps = len(a.Ops) - i
+			break
+		}
+		op := ops[id]
+		if op == nil {
+			v.Ops = append(v.Ops, opRow{ID: id, Outcome: "not in the history"})
+			continue
+		}
+		v.Ops = append(v.Ops, opView(op))
+	}
+	if len(a.Offsets) > 0 && h != nil {
+		recs := finalRecords(h, a.Log)
+		for _, off := range a.Offsets {
+			r, ok := recs[off]
+			v.Offsets = append(v.Offsets, recordRow{Offset: off, Kind: r.Kind.String(), Member: r.Member,
+				Token: tokenString(r.Token, r.Kind), WriteID: r.WriteID, Found: ok})
+		}
+	}
+	return v
+}
+
+func tokenString(t history.Token, k history.RecordKind) string {
+	if k == history.RecordRegistration {
+		return ""
+	}
+	return t.String()
+}
+
+// finalRecords indexes the records of the final read of the log named log by offset.
+func finalRecords(h *history.History, log string) map[int64]history.Record {
+	out := map[int64]history.Record{}
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if op.Kind != history.KindFinalRead || op.Type != history.TypeOK || op.Args.Log.String() != log {
+			continue
+		}
+		for _, r := range op.Result.Records {
+			out[r.Offset] = r
+		}
+	}
+	return out
+}
+
+func opView(op *history.Op) opRow {
+	r := opRow{ID: op.ID, Process: op.Process, Member: op.Member, Role: op.Role, Kind: string(op.Kind),
+		Invoke: fmtTime(op.Invoke), Return: fmtTime(op.Return), Error: op.Error, WriteID: op.Args.WriteID}
+	switch {
+	case op.Pending:
+		r.Outcome, r.OutcomeClass = "pending", "warn"
+	case op.Type == history.TypeOK:
+		r.Outcome, r.OutcomeClass = "ok", "ok"
+	case op.Type == history.TypeFail:
+		r.Outcome, r.OutcomeClass = "fail", "bad"
+	default:
+		r.Outcome, r.OutcomeClass = "info", "warn"
+	}
+	switch {
+	case op.Kind.IsWrite():
+		r.Token = op.Args.Token.String()
+	case op.Result.Token != nil:
+		r.Token = op.Result.Token.String()
+	}
+	return r
+}
+
+func fmtTime(ns int64) string {
+	if ns == history.Never {
+		return "never"
+	}
+	return fmt.Sprintf("%.3fs", float64(ns)/1e9)
+}
+
+func exposureRows(res *checker.Results) []exposureRow {
+	var rows []exposureRow
+	for _, r := range res.Exposure.Roles {
+		rows = append(rows, exposureRow{Role: r.Role, Intervals: r.Count,
+			Total: time.Duration(r.TotalNS).Round(time.Millisecond).String(), Longest: time.Duration(r.LongestNS).Round(time.Millisecond).String()})
+	}
+	slices.SortFunc(rows, func(a, b exposureRow) int { return strings.Compare(a.Role, b.Role) })
+	return rows
+}

@@ -1,0 +1,83 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/cluster/local"
+)
+
+// Cluster kinds.
+const (
+	KindEmbedded   = "embedded"
+	KindLocal      = "local"
+	KindContainers = "containers"
+	KindExternal   = "external"
+)
+
+// ClusterKinds lists the kinds a scenario or --cluster may name.
+var ClusterKinds = []string{KindEmbedded, KindLocal, KindContainers, KindExternal}
+
+// ClusterSpec is the cluster part of a scenario.
+type ClusterSpec struct {
+	// Kind is embedded (kfake in this process, the default), local (Apache Kafka JVMs from
+	// Maven jars: `make kafka`), containers or external.
+	Kind string `json:"kind" yaml:"kind"`
+	// Brokers is the broker count. Default 3.
+	Brokers int `json:"brokers,omitempty" yaml:"brokers,omitempty"`
+	// KafkaVersion selects the local cluster's Kafka release. Default: what `make kafka` fetched.
+	KafkaVersion string `json:"kafka_version,omitempty" yaml:"kafka_version,omitempty"`
+	// TransactionVersion is the cluster's transaction.version, 1 or 2. Default 2 (1 on 3.x).
+	TransactionVersion int `json:"transaction_version,omitempty" yaml:"transaction_version,omitempty"`
+	// Bootstrap and ToxiproxyAPI describe an external cluster.
+	Bootstrap    string `json:"bootstrap,omitempty" yaml:"bootstrap,omitempty"`
+	ToxiproxyAPI string `json:"toxiproxy_api,omitempty" yaml:"toxiproxy_api,omitempty"`
+}
+
+// validate names the first bad field.
+func (c *ClusterSpec) validate() error {
+	if c.Kind == "" {
+		c.Kind = KindEmbedded
+	}
+	if !slices.Contains(ClusterKinds, c.Kind) {
+		return fmt.Errorf("cluster.kind: %q is not one of %s", c.Kind, strings.Join(ClusterKinds, ", "))
+	}
+	if c.Brokers == 0 {
+		c.Brokers = 3
+	}
+	if c.Brokers < 1 || c.Brokers > 9 {
+		return fmt.Errorf("cluster.brokers: %d, want 1 to 9", c.Brokers)
+	}
+	if c.TransactionVersion != 0 && c.TransactionVersion != 1 && c.TransactionVersion != 2 {
+		return fmt.Errorf("cluster.transaction_version: %d, want 1 or 2", c.TransactionVersion)
+	}
+	if strings.HasPrefix(c.KafkaVersion, "3.") && c.TransactionVersion == 2 {
+		return fmt.Errorf("cluster.transaction_version: Kafka %s has no transaction.version 2", c.KafkaVersion)
+	}
+	if c.Kind == KindExternal && c.Bootstrap == "" {
+		return fmt.Errorf("cluster.bootstrap: required for an external cluster")
+	}
+	return nil
+}
+
+// StartCluster starts (or, for external, connects to) the cluster spec describes, with its
+// broker logs in logsDir. It returns once the cluster is healthy; on error nothing is left
+// running.
+func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *slog.Logger) (cluster.Cluster, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	switch spec.Kind {
+	case KindEmbedded:
+		return embedded.New(ctx, embedded.Options{Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion, Logger: log})
+	case KindLocal:
+		return local.New(ctx, local.Options{Version: spec.KafkaVersion, Brokers: spec.Brokers,
+			TxnVersion: spec.TransactionVersion, LogsDir: logsDir, Logger: log})
+	}
+	return nil, fmt.Errorf("cluster.kind %s: %w", spec.Kind, cluster.Unsupported(spec.Kind, "start", "this backend is not built yet"))
+}
