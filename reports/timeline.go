@@ -227,17 +227,19 @@ func charts(h *history.History) []chart {
 		return nil
 	}
 	x := scale(h.End)
+	// Buckets of at least minBin, so a short run's chart shows rates rather than noise.
+	bins := int(min(int64(chartBins), max(h.End/int64(minBin), 1)))
 	binOf := func(ns int64) int {
-		b := int(ns * chartBins / (h.End + 1))
-		return min(max(b, 0), chartBins-1)
+		b := int(ns * int64(bins) / (h.End + 1))
+		return min(max(b, 0), bins-1)
 	}
-	binSecs := float64(h.End) / 1e9 / chartBins
+	binSecs := float64(h.End) / 1e9 / float64(bins)
 	kinds := []history.Kind{history.KindWriteLease, history.KindWork, history.KindAcquire, history.KindRead, history.KindDescribe}
 	counts := map[history.Kind][]float64{}
 	for _, k := range kinds {
-		counts[k] = make([]float64, chartBins)
+		counts[k] = make([]float64, bins)
 	}
-	lat := make([][]int64, chartBins)
+	lat := make([][]int64, bins)
 	for i := range h.Ops {
 		op := &h.Ops[i]
 		if op.Pending || op.Type != history.TypeOK {
@@ -263,7 +265,7 @@ func charts(h *history.History) []chart {
 	for _, k := range kinds {
 		var pts []string
 		for b, c := range counts[k] {
-			ns := int64((float64(b) + 0.5) * float64(h.End) / chartBins)
+			ns := int64((float64(b) + 0.5) * float64(h.End) / float64(bins))
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(ns), height-c/binSecs/peak*(height-10)))
 		}
 		thr.Lines = append(thr.Lines, line{Name: string(k), Class: "k-" + string(k), Points: strings.Join(pts, " ")})
@@ -272,7 +274,7 @@ func charts(h *history.History) []chart {
 
 	latc := chart{Title: "Latency of successful writes (p50 and p99 per bucket)", Unit: "ms", Height: height + axisSpace,
 		Bands: faultBands(h, x), Axis: axis(h.End, x)}
-	p50, p99 := make([]float64, chartBins), make([]float64, chartBins)
+	p50, p99 := make([]float64, bins), make([]float64, bins)
 	lpeak := 1.0
 	for b, ls := range lat {
 		if len(ls) == 0 {
@@ -289,7 +291,7 @@ func charts(h *history.History) []chart {
 	}{{"p50", p50}, {"p99", p99}} {
 		var pts []string
 		for b, v := range s.v {
-			ns := int64((float64(b) + 0.5) * float64(h.End) / chartBins)
+			ns := int64((float64(b) + 0.5) * float64(h.End) / float64(bins))
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(ns), height-v/lpeak*(height-10)))
 		}
 		latc.Lines = append(latc.Lines, line{Name: s.name, Class: "l-" + s.name, Points: strings.Join(pts, " ")})

@@ -17,7 +17,8 @@ const (
 	maxTimelineRoles = 40   // roles with a drawn timeline (anomalous roles first)
 	maxMarksPerRole  = 1500 // write and acquire marks per role timeline
 	maxAnomalyOps    = 12   // operations listed per anomaly
-	chartBins        = 120  // time buckets of the throughput and latency charts
+	chartBins        = 120  // time buckets of the throughput and latency charts, at most
+	minBin           = 500 * time.Millisecond
 	chartWidth       = 960.0
 	labelWidth       = 150.0
 )

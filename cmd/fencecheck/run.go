@@ -1,0 +1,236 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/workload"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+func init() { extraCommands = append(extraCommands, newRun, newScenariosCmd, newFaultsCmd) }
+
+// DefaultScenario runs when `fencecheck run` names none.
+const DefaultScenario = "steady"
+
+// runFlags are the overrides `run` applies to every scenario it runs.
+type runFlags struct {
+	cluster, kafkaVersion, out string
+	seed                       uint64
+	duration                   time.Duration
+	count, txnVersion          int
+	processes, roles, members  int
+	checkTimeout               time.Duration
+}
+
+func newRun() *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run [SCENARIO|FILE]...",
+		Short: "Run scenarios and check their histories (default: " + DefaultScenario + " on the embedded cluster)",
+		Long: `run executes each scenario (a built-in name, see ` + "`fencecheck scenarios list`" + `, or a YAML
+file): it starts the cluster, runs the workload and the faults for the duration, heals, reads
+the final logs, checks the history and writes runs/<scenario>/<time>-<seed>/ with run.json,
+history.jsonl, results.json, report.html and junit.xml (runs/latest points at the newest).
+
+The seed decides every choice fencecheck makes (faults, targets, timing, operations): repeat a
+run with --seed. A real cluster's timing is not deterministic, so reproducing a rare failure
+means repeating the schedule: --count N runs each scenario up to N times and stops at the
+first invalid run.
+
+Ctrl-C stops a run early: it still heals, reads, checks and reports (exit 2 unless a violation
+was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 255 harness error.`,
+		Example: `  fencecheck run
+  fencecheck run holder-partition zombie-holder --duration 20s
+  fencecheck run chaos --seed 42 --count 10
+  fencecheck run kill-coordinator --cluster local --txn-version 1
+  fencecheck run my-scenario.yaml`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				args = []string{DefaultScenario}
+			}
+			var list []*scenarios.Scenario
+			for _, a := range args {
+				s, err := scenarios.Find(a)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				if err := f.apply(c, s); err != nil {
+					return usageErr("%s: %v", s.Name, err)
+				}
+				list = append(list, s)
+			}
+			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			worst := checker.VerdictValid
+			for _, s := range list {
+				for i := 0; i < f.count; i++ {
+					seed := f.seed
+					if seed != 0 {
+						seed += uint64(i) // repeat n of seed s is s+n: each repeat is itself repeatable
+					}
+					out, err := scenarios.Run(ctx, s, scenarios.Options{
+						Root: f.out, Seed: seed, Console: c.OutOrStdout(), CheckTimeout: f.checkTimeout,
+						StatusEvery: statusEvery(c), Live: isTerminal(c), Transport: "real",
+						Command: commandLine(s, f, seed),
+					})
+					if err != nil {
+						if errors.Is(err, scenarios.ErrScenario) {
+							return usageErr("%v", err)
+						}
+						return harnessErr(err)
+					}
+					printFailures(c, out.Results)
+					worst = checker.Worst(worst, out.Results.Verdict)
+					if out.Interrupted || ctx.Err() != nil || out.Results.Verdict == checker.VerdictInvalid {
+						return verdictExit(worst)
+					}
+				}
+			}
+			return verdictExit(worst)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.cluster, "cluster", "", "cluster kind: "+strings.Join(scenarios.ClusterKinds, ", ")+" (default: the scenario's, usually embedded)")
+	fl.Uint64Var(&f.seed, "seed", 0, "root seed of every choice; 0 picks one at random (printed and stored)")
+	fl.DurationVar(&f.duration, "duration", 0, "how long the workload runs (default: the scenario's)")
+	fl.IntVar(&f.count, "count", 1, "run each scenario up to N times, stopping at the first invalid run")
+	fl.StringVar(&f.out, "out", "runs", "folder of run directories")
+	fl.IntVar(&f.txnVersion, "txn-version", 0, "transaction.version of the cluster: 1 or 2 (default: the scenario's)")
+	fl.StringVar(&f.kafkaVersion, "kafka-version", "", "Kafka release for a local cluster (default: what `make kafka` fetched)")
+	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
+	fl.IntVar(&f.roles, "roles", 0, "roles (default: the scenario's)")
+	fl.IntVar(&f.members, "members", 0, "members per role (default: the scenario's)")
+	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
+	return c
+}
+
+// apply puts the flags that were set on top of s and validates the result.
+func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
+	set := c.Flags().Changed
+	if f.count < 1 {
+		return fmt.Errorf("--count %d: want 1 or more", f.count)
+	}
+	if set("cluster") {
+		s.Cluster.Kind = f.cluster
+	}
+	if set("txn-version") {
+		s.Cluster.TransactionVersion = f.txnVersion
+	}
+	if set("kafka-version") {
+		s.Cluster.KafkaVersion = f.kafkaVersion
+	}
+	if set("duration") {
+		s.Duration = workload.Duration(f.duration)
+	}
+	if set("processes") {
+		s.Workload.Processes = f.processes
+	}
+	if set("roles") {
+		s.Workload.Roles = f.roles
+	}
+	if set("members") {
+		s.Workload.MembersPerRole = f.members
+	}
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	return s.Supports(s.Cluster.Kind)
+}
+
+// commandLine is the command that repeats one run: the scenario, its seed and every flag set.
+func commandLine(s *scenarios.Scenario, f runFlags, seed uint64) string {
+	parts := []string{"fencecheck", "run", s.Name, "--seed", fmt.Sprint(seed)}
+	add := func(flag string, v any, set bool) {
+		if set {
+			parts = append(parts, flag, fmt.Sprint(v))
+		}
+	}
+	add("--cluster", s.Cluster.Kind, s.Cluster.Kind != scenarios.KindEmbedded)
+	add("--duration", s.Duration, true)
+	add("--txn-version", s.Cluster.TransactionVersion, s.Cluster.TransactionVersion != 0)
+	add("--kafka-version", s.Cluster.KafkaVersion, s.Cluster.KafkaVersion != "")
+	add("--processes", s.Workload.Processes, true)
+	add("--roles", s.Workload.Roles, true)
+	add("--members", s.Workload.MembersPerRole, true)
+	return strings.Join(parts, " ")
+}
+
+func isTerminal(c *cobra.Command) bool {
+	f, ok := c.OutOrStdout().(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// statusEvery: a live line every second on a terminal, a log line every 10 s otherwise (CI).
+func statusEvery(c *cobra.Command) time.Duration {
+	if isTerminal(c) {
+		return time.Second
+	}
+	return 10 * time.Second
+}
+
+func newScenariosCmd() *cobra.Command {
+	c := &cobra.Command{Use: "scenarios", Short: "List and show the built-in scenarios"}
+	c.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the built-in scenarios with their descriptions",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			for _, name := range scenarios.Names() {
+				s, _, err := scenarios.Builtin(name)
+				if err != nil {
+					return harnessErr(err)
+				}
+				desc := strings.Join(strings.Fields(s.Description), " ")
+				if i := strings.Index(desc, ". "); i > 0 {
+					desc = desc[:i+1]
+				}
+				fmt.Fprintf(c.OutOrStdout(), "%-22s %-9s %s\n", name, s.Cluster.Kind, desc)
+			}
+			return nil
+		},
+	})
+	c.AddCommand(&cobra.Command{
+		Use:   "show NAME|FILE",
+		Short: "Print a scenario fully expanded (preset and defaults filled in), as YAML",
+		Args:  exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			s, err := scenarios.Find(args[0])
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			b, err := s.Marshal()
+			if err != nil {
+				return harnessErr(err)
+			}
+			_, err = c.OutOrStdout().Write(b)
+			return err
+		},
+	})
+	return c
+}
+
+func newFaultsCmd() *cobra.Command {
+	c := &cobra.Command{Use: "faults", Short: "List the faults the nemesis can inject"}
+	c.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List every fault with a one-line description",
+		Args:  exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			for _, f := range nemesis.Faults() {
+				fmt.Fprintf(c.OutOrStdout(), "%-18s %s\n", f.Name, f.Description)
+			}
+			return nil
+		},
+	})
+	return c
+}

@@ -1,0 +1,107 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster"
+)
+
+// Env is what the nemesis acts on and needs to know about the run.
+type Env struct {
+	// Cluster is the cluster under test, with its links. Required.
+	Cluster cluster.Cluster
+	// Processes is the number of processes (transport instances); they are p1..pN, and
+	// process i dials through Cluster.Links(ctx, i). Required for link faults.
+	Processes int
+	// Roles are the run's role names, from which "a random role" is picked.
+	Roles []string
+	// Resolve maps a role to its transactional id and coordination partition (the
+	// transport's TransactionalID and PartitionFor: the nemesis does not import the
+	// transport). Required for coordinator and leader selectors and move-coordinator.
+	Resolve func(role string) (RoleKeys, error)
+	// Freezer freezes members (the workload). Nil: freeze is unsupported.
+	Freezer MemberFreezer
+	// Lease is the transport's lease duration; a freeze without For lasts twice as long.
+	Lease time.Duration
+	// Start is the run's start, the zero of history times. Default: when New is called.
+	Start time.Time
+	// ProbeTimeout is how long a probe waits for a broker's answer before it calls the link
+	// silent (a black hole, a paused broker). Default 2s.
+	ProbeTimeout time.Duration
+	// WaitTimeout bounds WaitForInjected and WaitForRecovered when the nemesis calls them.
+	// Default 30s.
+	WaitTimeout time.Duration
+	// HealTimeout bounds healing (one injection's, or HealAll's including the health check).
+	// Default 3m: a real broker restarts in 10–30s.
+	HealTimeout time.Duration
+	// NextFaultID numbers fault windows; share it with anything else that records windows in
+	// the same history. Default: the nemesis numbers them 1, 2, 3, ...
+	NextFaultID func() int64
+}
+
+func (e *Env) defaults() error {
+	if e.Cluster == nil {
+		return errors.New("nemesis env: Cluster is required")
+	}
+	if e.Processes < 0 {
+		return fmt.Errorf("nemesis env: Processes=%d must not be negative", e.Processes)
+	}
+	if e.Start.IsZero() {
+		e.Start = time.Now()
+	}
+	if e.ProbeTimeout <= 0 {
+		e.ProbeTimeout = 2 * time.Second
+	}
+	if e.WaitTimeout <= 0 {
+		e.WaitTimeout = 30 * time.Second
+	}
+	if e.HealTimeout <= 0 {
+		e.HealTimeout = 3 * time.Minute
+	}
+	return nil
+}
+
+// RoleKeys are the Kafka keys of a role.
+type RoleKeys struct {
+	TransactionalID string // transport.TransactionalID(topic, role)
+	Topic           string // the coordination topic
+	Partition       int32  // transport.PartitionFor(role, partitions)
+}
+
+// Member is one member: a candidate identity of a process for a role.
+type Member struct {
+	Process int // 1-based, as in cluster.ProcessName
+	Role    string
+	ID      string
+}
+
+// String is the member's target name in fault windows: "p2/leader/m2".
+func (m Member) String() string {
+	return fmt.Sprintf("%s/%s/%s", cluster.ProcessName(m.Process), m.Role, m.ID)
+}
+
+// MemberFreezer freezes members at their pause points. The workload implements it; the nemesis
+// records the windows (kind member-pause), so the freezer must not.
+type MemberFreezer interface {
+	// Holder returns the member that holds role now, by its own belief.
+	Holder(role string) (Member, bool)
+	// Freeze arms a freeze: m stops at its next pause point named point ("" = the workload's
+	// default point) and stays there until Thaw, or until d has passed, whichever comes first
+	// (the bound keeps a member from staying frozen when the nemesis is gone). It returns
+	// without waiting for m to get there.
+	Freeze(ctx context.Context, m Member, point string, d time.Duration) error
+	// Frozen reports whether m is stopped at a pause point now.
+	Frozen(m Member) bool
+	// Thaw lets m go on, and disarms a freeze it has not reached yet. Thawing a member that
+	// is not frozen is not an error.
+	Thaw(ctx context.Context, m Member) error
+}
+
+// Recorder receives fault windows. *history.Writer implements it.
+type Recorder interface {
+	Append(history.Event) error
+}

@@ -1,0 +1,444 @@
+package nemesis_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/transport"
+)
+
+// Each test shows its fault take hold on the embedded cluster — a call that should fail
+// fails within the request timeout — and healing restore service. Every fixture ends with
+// HealAll and a check that no link is down, no toxic is left and every broker runs.
+
+func TestLinkFaults(t *testing.T) {
+	t.Run("partition - p1 from all brokers, refused - p1 fails fast, p2 works, heal restores p1", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		recovers(t, "p1 acquire before", f.acquire(1, "role-1"))
+		inj := f.inject(nemesis.Spec{Fault: "partition", Target: nemesis.Target{Processes: nemesis.IDs(1), Brokers: nemesis.All()}})
+		if got := inj.Window().Targets; len(got) != 3 || !strings.HasPrefix(got[0], "p1->") {
+			t.Fatalf("targets %v, want p1's three links", got)
+		}
+		failsFast(t, "p1 acquire while cut", f.acquire(1, "role-1"))
+		recovers(t, "p2 acquire while p1 is cut", f.acquire(2, "role-2"))
+		f.heal(inj)
+		recovers(t, "p1 acquire", f.acquire(1, "role-1"))
+	})
+
+	t.Run("partition - p1 from the coordinator of a role - p1's acquire fails fast, p2's works", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		coord := f.coordinator("role-2")
+		inj := f.inject(nemesis.Spec{Fault: "partition", Target: nemesis.Target{Processes: nemesis.IDs(1), Brokers: nemesis.CoordinatorOf("role-2")}})
+		if got, want := inj.Window().Targets, []string{"p1->" + coord.Name()}; !slices.Equal(got, want) {
+			t.Fatalf("targets %v, want %v", got, want)
+		}
+		failsFast(t, "p1 acquire (InitProducerId goes to the coordinator)", f.acquire(1, "role-2"))
+		recovers(t, "p2 acquire", f.acquire(2, "role-2"))
+		f.heal(inj)
+		recovers(t, "p1 acquire", f.acquire(1, "role-2"))
+	})
+
+	t.Run("partition - p1 from the leader of a role, black hole - p1's register fails fast, heal restores", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		recovers(t, "p1 register before", f.register(1, "role-3", 8))
+		leader := f.leader("role-3")
+		inj := f.inject(nemesis.Spec{Fault: "partition", Target: nemesis.Target{Processes: nemesis.IDs(1), Brokers: nemesis.LeaderOf("role-3")},
+			Params: nemesis.Params{Mode: nemesis.ModeBlackhole}})
+		if got, want := inj.Window().Targets, []string{"p1->" + leader.Name()}; !slices.Equal(got, want) {
+			t.Fatalf("targets %v, want %v", got, want)
+		}
+		failsFast(t, "p1 register (produce to the leader)", f.register(1, "role-3", 8))
+		f.heal(inj)
+		recovers(t, "p1 register", f.register(1, "role-3", 8))
+	})
+
+	t.Run("partition - random processes from random brokers - drawn from the seed, cut", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 3, nil)
+		inj := f.inject(nemesis.Spec{Fault: "partition", Target: nemesis.Target{Processes: nemesis.Subset(), Brokers: nemesis.Subset()}})
+		targets := inj.Window().Targets
+		if len(targets) == 0 {
+			t.Fatal("no targets")
+		}
+		// Every drawn link refuses connections (the nemesis's own probe checked the same
+		// through each process's dialer).
+		for _, target := range targets {
+			l := f.c.Network().Link(strings.Replace(target, "->", "-", 1))
+			if l == nil {
+				t.Fatalf("target %s is no link", target)
+			}
+			if err := dialProxies(l); err == nil {
+				t.Fatalf("link %s accepts connections while cut", target)
+			}
+		}
+		t.Logf("cut %v", targets)
+		f.heal(inj)
+	})
+
+	t.Run("latency - 2.5s on p1's responses - acquire times out, heal restores", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		recovers(t, "p1 acquire before", f.acquire(1, "role-1"))
+		inj := f.inject(nemesis.Spec{Fault: "latency", Target: nemesis.Target{Processes: nemesis.IDs(1)},
+			Params: nemesis.Params{Latency: ms(2500), Jitter: ms(100)}})
+		failsFast(t, "p1 acquire with 2.5s latency", f.acquire(1, "role-1"))
+		f.heal(inj)
+		recovers(t, "p1 acquire", f.acquire(1, "role-1"))
+	})
+
+	t.Run("bandwidth - 1 KB/s on p1's requests - a 20 KB registration fails fast", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		recovers(t, "p1 register before", f.register(1, "role-1", 20000))
+		inj := f.inject(nemesis.Spec{Fault: "bandwidth", Target: nemesis.Target{Processes: nemesis.IDs(1)},
+			Params: nemesis.Params{Rate: 1, Direction: nemesis.DirUpstream}})
+		failsFast(t, "p1 20 KB register at 1 KB/s", f.register(1, "role-1", 20000))
+		f.heal(inj)
+		recovers(t, "p1 register", f.register(1, "role-1", 20000))
+	})
+
+	t.Run("reset-peer - p1's connections reset at once - acquire fails fast", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		recovers(t, "p1 acquire before", f.acquire(1, "role-1"))
+		inj := f.inject(nemesis.Spec{Fault: "reset-peer", Target: nemesis.Target{Processes: nemesis.IDs(1)}})
+		failsFast(t, "p1 acquire with every connection reset", f.acquire(1, "role-1"))
+		f.heal(inj)
+		recovers(t, "p1 acquire", f.acquire(1, "role-1"))
+	})
+
+	t.Run("slicer - p1's responses in 2±1 byte slices 20ms apart - acquire fails fast", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		recovers(t, "p1 acquire before", f.acquire(1, "role-1"))
+		inj := f.inject(nemesis.Spec{Fault: "slicer", Target: nemesis.Target{Processes: nemesis.IDs(1)},
+			Params: nemesis.Params{SliceSize: 2, SliceVariation: 1, SliceDelay: ms(20)}})
+		failsFast(t, "p1 acquire through a slicer", f.acquire(1, "role-1"))
+		f.heal(inj)
+		recovers(t, "p1 acquire", f.acquire(1, "role-1"))
+	})
+
+	t.Run("limit-data - p1's connections closed after 16 bytes - acquire fails fast", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		recovers(t, "p1 acquire before", f.acquire(1, "role-1"))
+		inj := f.inject(nemesis.Spec{Fault: "limit-data", Target: nemesis.Target{Processes: nemesis.IDs(1)},
+			Params: nemesis.Params{Bytes: 16}})
+		failsFast(t, "p1 acquire with 16 bytes per connection", f.acquire(1, "role-1"))
+		f.heal(inj)
+		recovers(t, "p1 acquire", f.acquire(1, "role-1"))
+	})
+
+	t.Run("flapping - p1's links go down and up again and again - heal leaves them up", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		inj := f.inject(nemesis.Spec{Fault: "flapping", Target: nemesis.Target{Processes: nemesis.IDs(1), Brokers: nemesis.IDs(0)},
+			Params: nemesis.Params{Interval: ms(300)}})
+		l := f.c.Network().ProcessLink(1, 0)
+		var seen []bool
+		for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(30 * time.Millisecond) {
+			up, err := l.Enabled(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(seen) == 0 || seen[len(seen)-1] != up {
+				seen = append(seen, up)
+			}
+		}
+		if len(seen) < 4 || seen[0] {
+			t.Fatalf("link states seen %v, want down first and at least 3 toggles in 2.5s", seen)
+		}
+		t.Logf("link p1->b0 went %v", seen)
+		f.heal(inj)
+		recovers(t, "p1 acquire", f.acquire(1, "role-1"))
+	})
+}
+
+func TestBrokerFaults(t *testing.T) {
+	t.Run("kill - the coordinator of a role - a client of that broker alone fails fast, restart restores", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		coord := f.coordinator("role-1")
+		inj := f.inject(nemesis.Spec{Fault: "kill", Target: nemesis.Target{Brokers: nemesis.CoordinatorOf("role-1")}})
+		if got := inj.Window().Targets; !slices.Equal(got, []string{coord.Name()}) {
+			t.Fatalf("targets %v, want %s", got, coord.Name())
+		}
+		failsFast(t, "metadata from "+coord.Name()+" alone", listBrokers(coord.Addr))
+		f.heal(inj)
+		recovers(t, "metadata from "+coord.Name()+" alone", listBrokers(coord.Addr))
+		recovers(t, "p1 acquire", f.acquire(1, "role-1"))
+	})
+
+	t.Run("restart - every broker in turn (rolling) - open connections cut, service continues", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		recovers(t, "p1 acquire before", f.acquire(1, "role-1"))
+		bs, _ := f.c.Brokers(context.Background(), cluster.RoleQuery{})
+		var conns []net.Conn
+		for _, b := range bs {
+			c, err := net.Dial("tcp", b.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			conns = append(conns, c)
+		}
+		inj := f.inject(nemesis.Spec{Fault: "restart", Target: nemesis.Target{Brokers: nemesis.All()}, Params: nemesis.Params{Interval: ms(100)}})
+		if w := inj.Window(); len(w.Targets) != 3 || !strings.Contains(w.Desc, "rolling") {
+			t.Fatalf("window %+v, want a rolling restart of 3 brokers", w)
+		}
+		for i, c := range conns {
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("a connection to %s from before the restart is still open (%v)", bs[i].Name(), err)
+			}
+		}
+		f.heal(inj)
+		recovers(t, "p1 acquire", f.acquire(1, "role-1"))
+	})
+
+	t.Run("pause - the leader of a role - register fails fast, resume restores", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		recovers(t, "p1 register before", f.register(1, "role-2", 8))
+		inj := f.inject(nemesis.Spec{Fault: "pause", Target: nemesis.Target{Brokers: nemesis.LeaderOf("role-2")}})
+		failsFast(t, "p1 register (produce to the paused leader)", f.register(1, "role-2", 8))
+		f.heal(inj)
+		recovers(t, "p1 register", f.register(1, "role-2", 8))
+	})
+
+	t.Run("pause - a random broker - drawn, silent", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 5, nil)
+		inj := f.inject(nemesis.Spec{Fault: "pause"})
+		b := inj.Window().Targets[0]
+		bs, _ := f.c.Brokers(context.Background(), cluster.RoleQuery{})
+		for _, br := range bs {
+			if br.Name() == b {
+				failsFast(t, "metadata from "+b+" alone", listBrokers(br.Addr))
+			}
+		}
+		f.heal(inj)
+	})
+
+	t.Run("isolate - the embedded cluster has no peer links - unsupported", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		_, err := f.n.Inject(context.Background(), nemesis.Spec{Fault: "isolate"})
+		if !errors.Is(err, cluster.ErrUnsupported) {
+			t.Fatalf("isolate: %v, want ErrUnsupported", err)
+		}
+		if ws := f.rec.windows(t); len(ws) != 0 {
+			t.Fatalf("windows %+v, want none for a fault that never started", ws)
+		}
+	})
+
+	t.Run("isolate - b0's peer links (made by hand) - its links refuse, others carry, heal restores", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		ctx := context.Background()
+		bs, _ := f.c.Brokers(ctx, cluster.RoleQuery{})
+		peer := map[[2]int32]*cluster.Link{}
+		for _, from := range bs {
+			for _, to := range bs {
+				if from.ID == to.ID {
+					continue
+				}
+				l, err := f.c.Network().AddLink(ctx, cluster.LinkSpec{Kind: cluster.LinkPeer, From: from.ID, Broker: to.ID,
+					Proxies: []cluster.ProxySpec{{Suffix: "repl", Upstream: to.Addr}, {Suffix: "ctrl", Upstream: to.Addr}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				peer[[2]int32{from.ID, to.ID}] = l
+			}
+		}
+		inj := f.inject(nemesis.Spec{Fault: "isolate", Target: nemesis.Target{Brokers: nemesis.IDs(0)}})
+		for k, l := range peer {
+			err := dialProxies(l)
+			if involved := k[0] == 0 || k[1] == 0; involved && err == nil {
+				t.Errorf("peer link %s carries while b0 is isolated", l)
+			} else if !involved && err != nil {
+				t.Errorf("peer link %s is cut, but b0 is isolated, not %v: %v", l, k, err)
+			}
+		}
+		f.heal(inj)
+		for _, l := range peer {
+			if err := dialProxies(l); err != nil {
+				t.Errorf("peer link %s after healing: %v", l, err)
+			}
+		}
+	})
+
+	t.Run("move-coordinator - rehash on kfake - another broker coordinates, acquire works", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, 1, nil)
+		recovers(t, "p1 acquire before", f.acquire(1, "role-3"))
+		from := f.coordinator("role-3")
+		inj := f.inject(nemesis.Spec{Fault: "move-coordinator", Target: nemesis.Target{Role: "role-3"}})
+		if to := f.coordinator("role-3"); to.ID == from.ID {
+			t.Fatalf("coordinator is still %s", from.Name())
+		} else {
+			t.Logf("coordinator moved %s → %s: %s", from.Name(), to.Name(), inj.Window().Desc)
+		}
+		recovers(t, "p2 acquire on the new coordinator", f.acquire(2, "role-3"))
+		f.heal(inj)
+	})
+}
+
+// listBrokers is a metadata request from a client that knows only addr.
+func listBrokers(addr string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RetryTimeout(reqTimeout), kgo.DialTimeout(reqTimeout),
+			kgo.RequestTimeoutOverhead(reqTimeout))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(ctx, reqTimeout)
+		defer cancel()
+		_, err = kadm.NewClient(cl).ListBrokers(ctx)
+		return err
+	}
+}
+
+// dialProxies connects to each proxy of l and reports the first failure.
+func dialProxies(l *cluster.Link) error {
+	for _, p := range l.Proxies() {
+		c, err := net.DialTimeout("tcp", p.Listen, time.Second)
+		if err != nil {
+			return err
+		}
+		c.Close()
+	}
+	return nil
+}
+
+// zombie is a MemberFreezer for one member whose loop calls pausePoint before each write.
+type zombie struct {
+	m nemesis.Member
+
+	mu      sync.Mutex
+	armed   bool
+	frozen  bool
+	bound   time.Duration
+	release chan struct{}
+}
+
+func (z *zombie) Holder(role string) (nemesis.Member, bool) { return z.m, role == z.m.Role }
+
+func (z *zombie) Freeze(_ context.Context, m nemesis.Member, _ string, d time.Duration) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.armed, z.bound, z.release = true, d, make(chan struct{})
+	return nil
+}
+
+func (z *zombie) Frozen(nemesis.Member) bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.frozen
+}
+
+func (z *zombie) Thaw(context.Context, nemesis.Member) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.armed {
+		z.armed = false
+		close(z.release)
+	}
+	return nil
+}
+
+// pausePoint blocks while a freeze is armed, up to its bound.
+func (z *zombie) pausePoint() {
+	z.mu.Lock()
+	if !z.armed {
+		z.mu.Unlock()
+		return
+	}
+	z.frozen = true
+	rel, bound := z.release, z.bound
+	z.mu.Unlock()
+	select {
+	case <-rel:
+	case <-time.After(bound):
+	}
+	z.mu.Lock()
+	z.frozen, z.armed = false, false
+	z.mu.Unlock()
+}
+
+func TestMemberFaults(t *testing.T) {
+	t.Run("freeze - the holder past its lease - its writes stop, a newer holder fences it after the thaw", func(t *testing.T) {
+		t.Parallel()
+		z := &zombie{m: nemesis.Member{Process: 1, Role: "role-1", ID: "m1"}}
+		f := newFixture(t, 1, func(e *nemesis.Env) { e.Freezer = z })
+		tr := f.transport(1)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var tok transport.FencingToken
+		recovers(t, "p1 acquire", func(ctx context.Context) (err error) {
+			tok, err = tr.AcquireEpoch(ctx, "role-1")
+			return err
+		})
+		var mu sync.Mutex
+		writes, lastErr := 0, error(nil)
+		done := make(chan struct{})
+		go func() { // the holder: renew every 50ms until a write fails
+			defer close(done)
+			for seq := uint64(1); ctx.Err() == nil; seq++ {
+				z.pausePoint()
+				err := tr.WriteLease(ctx, "role-1", tok, transport.Lease{Holder: "m1", Seq: seq, Duration: lease, WrittenAt: time.Now()})
+				mu.Lock()
+				writes, lastErr = writes+1, err
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+		count := func() (int, error) { mu.Lock(); defer mu.Unlock(); return writes, lastErr }
+		for n, _ := count(); n < 2; n, _ = count() {
+			time.Sleep(20 * time.Millisecond)
+		}
+
+		inj := f.inject(nemesis.Spec{Fault: "freeze", Target: nemesis.Target{Role: "role-1"}, Params: nemesis.Params{Point: "before-write"}})
+		if s := inj.Spec(); s.For.D() != 2*lease {
+			t.Fatalf("freeze lasts %v, want twice the lease", s.For)
+		}
+		frozenAt, _ := count()
+		time.Sleep(lease + 200*time.Millisecond) // past the lease
+		if n, err := count(); n != frozenAt || err != nil {
+			t.Fatalf("the frozen holder wrote: %d writes, was %d (%v)", n, frozenAt, err)
+		}
+		recovers(t, "p2 acquire while p1 is frozen", f.acquire(2, "role-1"))
+		w := f.heal(inj)
+		if w.Kind != "member-pause" || w.Process != "p1" || w.Role != "role-1" || w.Member != "m1" {
+			t.Fatalf("window %+v, want a member-pause of p1/role-1/m1", w)
+		}
+		select {
+		case <-done:
+		case <-time.After(2 * reqTimeout):
+			t.Fatal("the thawed holder did not write")
+		}
+		if _, err := count(); !errors.Is(err, transport.ErrFenced) {
+			t.Fatalf("the thawed holder's write: %v, want ErrFenced", err)
+		}
+	})
+}

@@ -1,0 +1,82 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fencecheck/fencecheck/cluster"
+)
+
+// freeze stops the holder of a role at a pause point (a zombie): its lease runs out while it
+// believes it still holds the role; after the thaw, fencing must make its writes harmless.
+type freeze struct {
+	n    *Nemesis
+	spec Spec
+	role string
+	m    Member
+}
+
+func newFreeze(n *Nemesis, s Spec) Fault { return &freeze{n: n, spec: s} }
+
+// freezeFor is freeze's default duration: twice the lease, so the lease surely runs out.
+func freezeFor(env *Env) Duration { return Duration(2 * env.Lease) }
+
+func (f *freeze) Setup(ctx context.Context) error {
+	fz := f.n.env.Freezer
+	if fz == nil {
+		return cluster.Unsupported("nemesis", "freeze", "the run has no member freezer")
+	}
+	if f.spec.For <= 0 {
+		return &SpecError{Field: "for", Reason: "required: the env has no lease to derive it from"}
+	}
+	role, err := f.n.pickRole(f.spec.Target.Role)
+	if err != nil {
+		return err
+	}
+	m, ok := fz.Holder(role)
+	if !ok {
+		return fmt.Errorf("holder of %s: nobody holds it now: %w", role, ErrNoTarget)
+	}
+	f.role, f.m = role, m
+	return nil
+}
+
+func (f *freeze) Window() Window {
+	point := f.spec.Params.Point
+	if point == "" {
+		point = "its default pause point"
+	}
+	m := f.m
+	return Window{Kind: historyKind(f.spec.Fault), Targets: []string{m.String()}, Member: &m,
+		Desc: fmt.Sprintf("freeze %s (holder of %s) at %s for %v", m, f.role, point, f.spec.For)}
+}
+
+// Inject arms the freeze. Its bound outlasts the window by WaitTimeout, so a member whose
+// nemesis is gone still thaws.
+func (f *freeze) Inject(ctx context.Context) error {
+	f.n.noteFrozen(f.m)
+	return f.n.env.Freezer.Freeze(ctx, f.m, f.spec.Params.Point, f.spec.For.D()+f.n.env.WaitTimeout)
+}
+
+// WaitForInjected: the freezer reports the member stopped at its pause point.
+func (f *freeze) WaitForInjected(ctx context.Context) error {
+	return poll(ctx, ErrNotHeld, func() error {
+		if !f.n.env.Freezer.Frozen(f.m) {
+			return fmt.Errorf("%s has not reached a pause point", f.m)
+		}
+		return nil
+	})
+}
+
+func (f *freeze) Recover(ctx context.Context) error { return f.n.env.Freezer.Thaw(ctx, f.m) }
+
+func (f *freeze) WaitForRecovered(ctx context.Context) error {
+	return poll(ctx, ErrNotRecovered, func() error {
+		if f.n.env.Freezer.Frozen(f.m) {
+			return fmt.Errorf("%s is still frozen", f.m)
+		}
+		return nil
+	})
+}
+
+func (f *freeze) Cleanup(context.Context) error { return nil }

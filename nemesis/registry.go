@@ -1,0 +1,278 @@
+package nemesis
+
+import (
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// Info is a registered fault as the CLI lists it ("fencecheck faults list").
+type Info struct {
+	Name        string
+	Description string // one line
+}
+
+// Faults returns every registered fault with its one-line description, sorted by name.
+func Faults() []Info {
+	out := make([]Info, 0, len(registry))
+	for _, d := range registry {
+		out = append(out, Info{Name: d.name, Description: d.summary})
+	}
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// definition is a registered fault.
+type definition struct {
+	name    string
+	summary string
+	kind    history.Kind // the window's kind in the history; default name
+	uses    uses
+	params  []string // the parameters it takes (json names)
+	// event faults happen at once (restart): they take no For.
+	event bool
+	// sustained faults need a For in a script; defaultFor, when set, supplies one instead.
+	sustained  bool
+	defaultFor func(env *Env) Duration
+	defaults   Spec // target and parameter defaults
+	// check validates what Validate cannot check field by field; s has its defaults.
+	check func(s Spec) error
+	// build makes the fault for an effective spec (defaults filled in).
+	build func(n *Nemesis, s Spec) Fault
+}
+
+// uses says which Target fields a fault reads.
+type uses struct {
+	processes  bool
+	brokers    bool
+	role       bool
+	rolePhrase string // how the one-line form names Role: "holder of", "of"
+}
+
+var (
+	linkUses   = uses{processes: true, brokers: true}
+	brokerUses = uses{brokers: true}
+	toxicSpec  = Spec{Target: Target{Processes: Random(1), Brokers: All()}}
+)
+
+func withParams(s Spec, p Params) Spec { s.Params = p; return s }
+
+// registry holds every fault. Names are what scenario files and the CLI use.
+var registry = []*definition{
+	{
+		name:      "partition",
+		summary:   "cut processes from brokers: link down (mode=refused) or black hole (mode=blackhole: connected, every byte dropped)",
+		uses:      linkUses,
+		sustained: true,
+		params:    []string{"mode", "direction"},
+		defaults:  withParams(toxicSpec, Params{Mode: ModeRefused, Direction: DirBoth}),
+		check: func(s Spec) error {
+			if s.Params.Mode == ModeRefused && s.Params.Direction != DirBoth {
+				return &SpecError{Field: "params.direction", Value: s.Params.Direction, Reason: "a refused link is down both ways; direction applies to mode=blackhole"}
+			}
+			return nil
+		},
+		build: newPartition,
+	},
+	{
+		name:      "latency",
+		summary:   "delay process links by latency ± jitter (default 500ms, downstream)",
+		uses:      linkUses,
+		sustained: true,
+		params:    []string{"latency", "jitter", "direction", "toxicity"},
+		defaults:  withParams(toxicSpec, Params{Latency: Duration(500 * time.Millisecond), Direction: DirDownstream, Toxicity: 1}),
+		build:     newToxicFault("latency"),
+	},
+	{
+		name:      "bandwidth",
+		summary:   "limit process links to rate KB/s (default 1, downstream)",
+		uses:      linkUses,
+		sustained: true,
+		params:    []string{"rate", "direction", "toxicity"},
+		defaults:  withParams(toxicSpec, Params{Rate: 1, Direction: DirDownstream, Toxicity: 1}),
+		build:     newToxicFault("bandwidth"),
+	},
+	{
+		name:      "reset-peer",
+		summary:   "reset connections on process links (TCP RST) once they carry data, after reset_after (default at once)",
+		uses:      linkUses,
+		sustained: true,
+		params:    []string{"reset_after", "direction", "toxicity"},
+		defaults:  withParams(toxicSpec, Params{Direction: DirDownstream, Toxicity: 1}),
+		build:     newToxicFault("reset_peer"),
+	},
+	{
+		name:      "slicer",
+		summary:   "cut data on process links into slice_size ± slice_variation byte pieces slice_delay apart (default 8 ± 4 bytes, 10ms)",
+		uses:      linkUses,
+		sustained: true,
+		params:    []string{"slice_size", "slice_variation", "slice_delay", "direction", "toxicity"},
+		defaults:  withParams(toxicSpec, Params{SliceSize: 8, SliceVariation: 4, SliceDelay: Duration(10 * time.Millisecond), Direction: DirDownstream, Toxicity: 1}),
+		check: func(s Spec) error {
+			if s.Params.SliceVariation >= s.Params.SliceSize {
+				return &SpecError{Field: "params.slice_variation", Value: s.Params.SliceVariation, Reason: "must be below slice_size"}
+			}
+			return nil
+		},
+		build: newToxicFault("slicer"),
+	},
+	{
+		name:      "limit-data",
+		summary:   "close each connection on process links after it carried bytes bytes (default 64, downstream)",
+		uses:      linkUses,
+		sustained: true,
+		params:    []string{"bytes", "direction", "toxicity"},
+		defaults:  withParams(toxicSpec, Params{Bytes: 64, Direction: DirDownstream, Toxicity: 1}),
+		build:     newToxicFault("limit_data"),
+	},
+	{
+		name:      "flapping",
+		summary:   "take process links down and up again at random, about every interval (default 1s)",
+		uses:      linkUses,
+		sustained: true,
+		params:    []string{"interval"},
+		defaults:  withParams(toxicSpec, Params{Interval: Duration(time.Second)}),
+		build:     newFlapping,
+	},
+	{
+		name:      "kill",
+		summary:   "SIGKILL brokers (coordinator of a role, leader of its partition, random, ...) and start them again on recovery",
+		uses:      brokerUses,
+		sustained: true,
+		defaults:  Spec{Target: Target{Brokers: Random(1)}},
+		build:     newKill,
+	},
+	{
+		name:     "restart",
+		summary:  "SIGKILL brokers and start them again at once, one after another interval apart (several: a rolling restart)",
+		uses:     brokerUses,
+		params:   []string{"interval"},
+		event:    true,
+		defaults: Spec{Target: Target{Brokers: Random(1)}},
+		build:    newRestart,
+	},
+	{
+		name:      "pause",
+		summary:   "SIGSTOP brokers, nothing answers; SIGCONT (resume) on recovery",
+		uses:      brokerUses,
+		sustained: true,
+		defaults:  Spec{Target: Target{Brokers: Random(1)}},
+		build:     newPause,
+	},
+	{
+		name:      "isolate",
+		summary:   "cut brokers' inter-broker and controller links, refused or black hole (clusters with peer links: local)",
+		uses:      brokerUses,
+		sustained: true,
+		params:    []string{"mode"},
+		defaults:  Spec{Target: Target{Brokers: Random(1)}, Params: Params{Mode: ModeRefused}},
+		build:     newIsolate,
+	},
+	{
+		name:       "freeze",
+		summary:    "freeze the holder of a role at a pause point (point) for longer than its lease (default twice the lease)",
+		kind:       history.KindMemberPause,
+		defaultFor: freezeFor,
+		uses:       uses{role: true, rolePhrase: "holder of"},
+		params:     []string{"point"},
+		build:      newFreeze,
+	},
+	{
+		name:    "move-coordinator",
+		summary: "move the transaction coordinator of a role (kfake: rehash; other clusters: kill its broker until recovery)",
+		uses:    uses{role: true, rolePhrase: "of"},
+		build:   newMoveCoordinator,
+	},
+}
+
+func lookup(name string) (*definition, bool) {
+	for _, d := range registry {
+		if d.name == name {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
+func names() []string {
+	out := make([]string, len(registry))
+	for i, d := range registry {
+		out[i] = d.name
+	}
+	return out
+}
+
+// historyKind is the kind of the windows of the fault named name.
+func historyKind(name string) history.Kind {
+	if d, ok := lookup(name); ok && d.kind != "" {
+		return d.kind
+	}
+	return history.Kind(name)
+}
+
+// withDefaults returns s with every zero target field and parameter the fault uses set to
+// its default.
+func (d *definition) withDefaults(s Spec) Spec {
+	if s.Target.Processes.IsZero() {
+		s.Target.Processes = d.defaults.Target.Processes
+	}
+	if s.Target.Brokers.IsZero() {
+		s.Target.Brokers = d.defaults.Target.Brokers
+	}
+	p, def := reflect.ValueOf(&s.Params).Elem(), reflect.ValueOf(d.defaults.Params)
+	for i := range p.NumField() {
+		if p.Field(i).IsZero() {
+			p.Field(i).Set(def.Field(i))
+		}
+	}
+	return s
+}
+
+// checkTarget validates the target fields against what the fault uses.
+func (d *definition) checkTarget(t Target) error {
+	if !d.uses.processes && !t.Processes.IsZero() {
+		return &SpecError{Field: "processes", Value: t.Processes, Reason: "not used by " + d.name}
+	}
+	if !d.uses.brokers && !t.Brokers.IsZero() {
+		return &SpecError{Field: "brokers", Value: t.Brokers, Reason: "not used by " + d.name}
+	}
+	if !d.uses.role && t.Role != "" {
+		return &SpecError{Field: "role", Value: t.Role, Reason: "not used by " + d.name + "; name the role in a coordinator or leader selector"}
+	}
+	if err := checkSelector("processes", t.Processes, 1); err != nil {
+		return err
+	}
+	if k := t.Processes.Kind; k == SelectCoordinator || k == SelectLeader {
+		return &SpecError{Field: "processes", Value: t.Processes, Reason: "coordinator and leader pick brokers, not processes"}
+	}
+	if t.Brokers.Kind == SelectHolder {
+		return &SpecError{Field: "brokers", Value: t.Brokers, Reason: "holder picks a process, not brokers"}
+	}
+	return checkSelector("brokers", t.Brokers, 0)
+}
+
+func checkSelector(field string, s Selector, minID int) error {
+	switch s.Kind {
+	case SelectDefault, SelectAll, SelectSubset, SelectCoordinator, SelectLeader, SelectHolder:
+	case SelectRandom:
+		if s.N < 0 {
+			return &SpecError{Field: field, Value: s, Reason: "random N needs N ≥ 1"}
+		}
+	case SelectIDs:
+		if len(s.IDs) == 0 {
+			return &SpecError{Field: field, Value: s, Reason: "no ids"}
+		}
+		for _, id := range s.IDs {
+			if id < minID {
+				return &SpecError{Field: field, Value: s, Reason: "ids start at " + strconv.Itoa(minID)}
+			}
+		}
+	default:
+		return &SpecError{Field: field, Value: s.Kind, Reason: "unknown selector kind"}
+	}
+	return nil
+}

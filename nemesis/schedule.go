@@ -1,0 +1,277 @@
+package nemesis
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Schedule says when which faults happen: either Random or Script.
+type Schedule struct {
+	Random *RandomSchedule `json:"random,omitempty" yaml:"random,omitempty"`
+	Script []Step          `json:"script,omitempty" yaml:"script,omitempty"`
+}
+
+// RandomSchedule injects faults picked with the run's seeded RNG. A fault starts at most
+// every Interval (the first one Interval after Run starts, so the workload warms up), lasts
+// its For, and targets nothing another active fault holds. Once no fault is active, nothing is
+// injected for at least Stable.
+type RandomSchedule struct {
+	// Interval is the time between fault starts. Default 10s.
+	Interval Duration `json:"interval,omitempty" yaml:"interval,omitempty"`
+	// Stable is the quiet period after the last active fault ends. Default Interval/2.
+	Stable Duration `json:"stable,omitempty" yaml:"stable,omitempty"`
+	// For is how long a fault lasts when its spec says nothing (freeze: twice the lease).
+	// Default Interval/2.
+	For Duration `json:"for,omitempty" yaml:"for,omitempty"`
+	// MaxActive is how many faults may be active at once. Default 1.
+	MaxActive int `json:"max_active,omitempty" yaml:"max_active,omitempty"`
+	// Faults is the menu, picked from uniformly. Default: every registered fault with its
+	// default target and parameters. Faults the cluster or the run cannot do (an
+	// unsupported broker fault, freeze without a freezer) leave the menu on first try.
+	Faults []Spec `json:"faults,omitempty" yaml:"faults,omitempty"`
+}
+
+func (r RandomSchedule) withDefaults() RandomSchedule {
+	if r.Interval == 0 {
+		r.Interval = Duration(10 * time.Second)
+	}
+	if r.Stable == 0 {
+		r.Stable = r.Interval / 2
+	}
+	if r.For == 0 {
+		r.For = r.Interval / 2
+	}
+	if r.MaxActive == 0 {
+		r.MaxActive = 1
+	}
+	if len(r.Faults) == 0 {
+		for _, name := range names() {
+			r.Faults = append(r.Faults, Spec{Fault: name})
+		}
+	}
+	return r
+}
+
+// Step is one line of a scripted timeline: the spec is injected At after Run starts and
+// recovered For later.
+type Step struct {
+	At   Duration `json:"at" yaml:"at"`
+	Spec `yaml:",inline"`
+}
+
+// String formats the step in its one-line form (see ParseStep).
+func (s Step) String() string { return "at " + s.At.String() + " " + s.Spec.String() }
+
+// Validate checks the schedule; errors are *SpecError naming the field ("script[2].for").
+func (s Schedule) Validate() error {
+	switch {
+	case s.Random == nil && len(s.Script) == 0:
+		return &SpecError{Field: "schedule", Reason: "want random or script"}
+	case s.Random != nil && len(s.Script) > 0:
+		return &SpecError{Field: "schedule", Reason: "random and script exclude each other"}
+	}
+	if r := s.Random; r != nil {
+		for _, f := range []struct {
+			name string
+			v    Duration
+		}{{"interval", r.Interval}, {"stable", r.Stable}, {"for", r.For}} {
+			if f.v < 0 {
+				return &SpecError{Field: "random." + f.name, Value: f.v, Reason: "must not be negative"}
+			}
+		}
+		if r.MaxActive < 0 {
+			return &SpecError{Field: "random.max_active", Value: r.MaxActive, Reason: "must not be negative"}
+		}
+		for i, f := range r.Faults {
+			if err := f.Validate(); err != nil {
+				return prefixed(fmt.Sprintf("random.faults[%d].", i), err)
+			}
+		}
+	}
+	for i, st := range s.Script {
+		at := fmt.Sprintf("script[%d].", i)
+		if st.At < 0 {
+			return &SpecError{Field: at + "at", Value: st.At, Reason: "must not be negative"}
+		}
+		if err := st.Validate(); err != nil {
+			return prefixed(at, err)
+		}
+		if d, _ := lookup(st.Fault); d.sustained && st.For == 0 {
+			return &SpecError{Field: at + "for", Reason: "required: how long " + st.Fault + " lasts"}
+		}
+	}
+	return nil
+}
+
+// ParseStep parses one line of a timeline:
+//
+//	at 5s partition p1 from coordinator of role-3 for 12s
+//	at 20s latency p2,p3 from all with latency=200ms jitter=50ms for 10s
+//	at 30s partition random 2 from subset blackhole for 10s
+//	at 40s kill leader of role-1 for 15s
+//	at 60s restart all with interval=5s
+//	at 70s freeze holder of role-2 with point=before-write for 8s
+//	at 80s move-coordinator of role-3
+//
+// After "at DURATION" comes the spec's one-line form: the fault; for link faults the
+// processes and "from" the brokers, for broker faults the brokers (see Selector for the
+// forms); "holder of ROLE" (freeze) or "of ROLE" (move-coordinator); "with" and parameters as
+// name=value (or the bare mode: refused, blackhole); "for DURATION". The step is validated.
+func ParseStep(line string) (Step, error) {
+	f := strings.Fields(line)
+	if len(f) < 3 || f[0] != "at" {
+		return Step{}, fmt.Errorf("step %q: want at DURATION FAULT ...: %w", line, ErrInvalidSpec)
+	}
+	var st Step
+	if err := st.At.UnmarshalText([]byte(f[1])); err != nil {
+		return Step{}, fmt.Errorf("step %q: %w", line, &SpecError{Field: "at", Value: f[1], Reason: err.Error()})
+	}
+	spec, err := ParseSpec(strings.Join(f[2:], " "))
+	if err != nil {
+		return Step{}, fmt.Errorf("step %q: %w", line, err)
+	}
+	st.Spec = spec
+	return st, nil
+}
+
+// ParseSpec parses a spec's one-line form (what Spec.String writes; see ParseStep) and
+// validates it.
+func ParseSpec(text string) (Spec, error) {
+	p := &specParser{words: strings.Fields(text)}
+	s, err := p.parse()
+	if err != nil {
+		return Spec{}, err
+	}
+	return s, s.Validate()
+}
+
+type specParser struct {
+	words []string
+	i     int
+}
+
+func (p *specParser) next() (string, bool) {
+	if p.i >= len(p.words) {
+		return "", false
+	}
+	p.i++
+	return p.words[p.i-1], true
+}
+
+func (p *specParser) peek() string {
+	if p.i >= len(p.words) {
+		return ""
+	}
+	return p.words[p.i]
+}
+
+func (p *specParser) unexpected(what string) error {
+	return &SpecError{Field: "spec", Value: strings.Join(p.words, " "), Reason: what}
+}
+
+func (p *specParser) parse() (Spec, error) {
+	var s Spec
+	name, _ := p.next()
+	s.Fault = name
+	d, ok := lookup(name)
+	if !ok {
+		return s, s.Validate() // names the unknown fault
+	}
+	for p.i < len(p.words) {
+		w := p.words[p.i]
+		var err error
+		switch {
+		case w == "from":
+			p.i++
+			if !d.uses.processes {
+				return s, p.unexpected(`"from": ` + name + " takes no processes")
+			}
+			s.Target.Brokers, err = p.selector('b')
+		case d.uses.role && (w == "of" || w == "holder" || w == "coordinator"):
+			p.i++
+			if w != "of" {
+				if o, _ := p.next(); o != "of" {
+					return s, p.unexpected(`want "` + w + ` of ROLE"`)
+				}
+			}
+			var ok bool
+			if s.Target.Role, ok = p.next(); !ok {
+				return s, p.unexpected("want a role after of")
+			}
+		case w == "with":
+			p.i++
+			err = p.params(&s.Params)
+		case w == ModeRefused || w == ModeBlackhole:
+			p.i++
+			s.Params.Mode = w
+		case w == "for":
+			p.i++
+			v, _ := p.next()
+			if err := s.For.UnmarshalText([]byte(v)); err != nil {
+				return s, &SpecError{Field: "for", Value: v, Reason: err.Error()}
+			}
+		case d.uses.processes && s.Target.Processes.IsZero() && s.Target.Brokers.IsZero():
+			s.Target.Processes, err = p.selector('p')
+		case !d.uses.processes && d.uses.brokers && s.Target.Brokers.IsZero():
+			s.Target.Brokers, err = p.selector('b')
+		default:
+			return s, p.unexpected(fmt.Sprintf("unexpected %q", w))
+		}
+		if err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// selector reads one selector: all, subset, random [N], coordinator|leader|holder [of ROLE], or a
+// list of ids, whose letter, if any, must be letter (p for processes, b for brokers).
+func (p *specParser) selector(letter byte) (Selector, error) {
+	w, _ := p.next()
+	text := w
+	for _, id := range strings.Split(w, ",") {
+		if id != "" && (id[0] == 'p' || id[0] == 'b') && id[0] != letter && strings.Trim(id[1:], "0123456789") == "" {
+			return Selector{}, p.unexpected(fmt.Sprintf("%q: want %c<id> here", id, letter))
+		}
+	}
+	switch w {
+	case string(SelectRandom):
+		if _, err := strconv.Atoi(p.peek()); err == nil {
+			n, _ := p.next()
+			text += " " + n
+		}
+	case string(SelectCoordinator), string(SelectLeader), string(SelectHolder):
+		if p.peek() == "of" {
+			p.i++
+			role, ok := p.next()
+			if !ok {
+				return Selector{}, p.unexpected("want a role after " + w + " of")
+			}
+			text += " of " + role
+		}
+	}
+	s, err := ParseSelector(text)
+	if err != nil {
+		return s, p.unexpected(err.Error())
+	}
+	return s, nil
+}
+
+// params reads name=value words.
+func (p *specParser) params(out *Params) error {
+	n := 0
+	for strings.Contains(p.peek(), "=") {
+		w, _ := p.next()
+		name, value, _ := strings.Cut(w, "=")
+		if err := out.setText(name, value); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return p.unexpected("want name=value after with")
+	}
+	return nil
+}

@@ -1,0 +1,428 @@
+package scenarios
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/reports"
+	"github.com/fencecheck/fencecheck/transport"
+	"github.com/fencecheck/fencecheck/workload"
+)
+
+// Options configure one run of a scenario.
+type Options struct {
+	// Root is the folder of run directories. Default "runs".
+	Root string
+	// Seed is the run's root seed; 0 picks one at random (printed and stored).
+	Seed uint64
+	// Command is the command line that repeats the run, stored in run.json and the report.
+	Command string
+	// Console receives one line per phase, and the status line (StatusEvery). Default: discard.
+	Console io.Writer
+	// StatusEvery is how often a status line is printed while the workload runs; 0: never.
+	StatusEvery time.Duration
+	// Live rewrites the status line in place (a terminal) instead of printing a new one.
+	Live bool
+	// CheckTimeout bounds each role's porcupine search. Default checker.DefaultTimeout.
+	CheckTimeout time.Duration
+	// Transport names the transport under test in run.json ("real", "mutant:NAME").
+	Transport string
+}
+
+// Outcome is what a run produced.
+type Outcome struct {
+	Dir         reports.Dir
+	Seed        uint64
+	Results     *checker.Results
+	Interrupted bool
+}
+
+// heal, health and final-read bounds: they run even after the run's context is cancelled.
+const (
+	healTimeout  = 3 * time.Minute
+	finalTimeout = 2 * time.Minute
+	closeTimeout = time.Minute
+)
+
+// Run executes s: cluster up and healthy → workload and nemesis together for the duration →
+// heal everything → health → final reads → stop → check → results and reports. Each phase is
+// logged with its duration. When ctx is cancelled (Ctrl-C) or the run panics, Run still heals,
+// reads what it can, stops the cluster, closes the history and checks it, marking the run
+// interrupted; an interrupted run is at best inconclusive. The error is non-nil only when no
+// results could be produced at all; a harness failure after the run directory exists is in
+// the results (verdict error).
+func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err error) {
+	if opts.Root == "" {
+		opts.Root = "runs"
+	}
+	if opts.Console == nil {
+		opts.Console = io.Discard
+	}
+	if opts.Seed == 0 {
+		opts.Seed = randomSeed()
+	}
+	if err := s.Supports(s.Cluster.Kind); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrScenario, err)
+	}
+	started := time.Now()
+	dir, err := reports.NewDir(opts.Root, s.Name, started, opts.Seed)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{s: s, opts: opts, dir: dir, started: started, out: &Outcome{Dir: dir, Seed: opts.Seed}}
+	logFile, err := os.Create(dir.Logs() + "/harness.log")
+	if err != nil {
+		return nil, fmt.Errorf("harness log: %w", err)
+	}
+	defer logFile.Close()
+	r.log = slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})).
+		With("scenario", s.Name, "seed", opts.Seed)
+	r.say("fencecheck %s: seed %d, %s cluster, %d processes × %d roles × %d members, %v → %s",
+		s.Name, opts.Seed, s.Cluster.Kind, s.Workload.Processes, s.Workload.Roles, s.Workload.MembersPerRole,
+		s.Duration, dir)
+	if err := r.writeRunInfo(false); err != nil {
+		return nil, err
+	}
+	r.execute(ctx)
+	return r.out, nil
+}
+
+// runner is one run in progress.
+type runner struct {
+	s       *Scenario
+	opts    Options
+	dir     reports.Dir
+	started time.Time
+	log     *slog.Logger
+	out     *Outcome
+
+	cl      cluster.Cluster
+	hist    *history.Writer
+	wl      *workload.Workload
+	nem     *nemesis.Nemesis
+	sched   nemesis.Schedule
+	harness []error // harness failures: the verdict becomes error
+}
+
+func (r *runner) say(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if r.opts.Live {
+		fmt.Fprint(r.opts.Console, "\r\033[K")
+	}
+	fmt.Fprintln(r.opts.Console, msg)
+	if r.log != nil {
+		r.log.Info(msg)
+	}
+}
+
+// phase runs one phase and logs its duration.
+func (r *runner) phase(name string, fn func() error) error {
+	began := time.Now()
+	err := fn()
+	took := time.Since(began).Round(time.Millisecond)
+	if err != nil {
+		r.say("%-12s failed after %v: %v", name, took, err)
+		return err
+	}
+	r.say("%-12s %v", name, took)
+	return nil
+}
+
+// execute runs the phases. Everything after the workload runs on a context that ignores
+// cancellation, each step with its own bound, so a Ctrl-C still leaves a healed cluster, a
+// closed history and checked results.
+func (r *runner) execute(ctx context.Context) {
+	after := context.WithoutCancel(ctx)
+	defer func() {
+		if p := recover(); p != nil {
+			r.harness = append(r.harness, fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
+			r.out.Interrupted = true
+			r.cleanup(after)
+			r.check(after)
+		}
+	}()
+	if err := r.phase("cluster up", func() error { return r.startCluster(ctx) }); err != nil {
+		r.harness = append(r.harness, fmt.Errorf("cluster up: %w", err))
+		r.out.Interrupted = ctx.Err() != nil
+		r.cleanup(after)
+		r.check(after)
+		return
+	}
+	if err := r.phase("workload", func() error { return r.runLoad(ctx) }); err != nil && ctx.Err() == nil {
+		r.harness = append(r.harness, err)
+	}
+	r.out.Interrupted = r.out.Interrupted || ctx.Err() != nil
+	if r.out.Interrupted {
+		r.say("interrupted: healing, reading and checking what the run has")
+	}
+	r.cleanup(after)
+	r.check(after)
+}
+
+// startCluster brings the cluster up and opens the history and the workload on it.
+func (r *runner) startCluster(ctx context.Context) error {
+	cl, err := StartCluster(ctx, r.s.Cluster, r.dir.Logs(), r.log.With("component", "cluster"))
+	if err != nil {
+		return err
+	}
+	r.cl = cl
+	info := cl.Info()
+	cfg := r.s.Workload.Config
+	// Per-run topics: an external or reused cluster never mixes two runs' records.
+	runID := fmt.Sprintf("%d-%d", r.started.Unix(), r.opts.Seed)
+	if cfg.Topic == "" {
+		cfg.Topic = "fencecheck." + runID + ".coordination"
+	}
+	if cfg.WorkTopic == "" {
+		cfg.WorkTopic = "fencecheck." + runID + ".work"
+	}
+	meta := cfg.Meta(info)
+	meta.Run = string(r.dir)
+	meta.Scenario = r.s.Name
+	meta.Seed = r.opts.Seed
+	meta.Started = r.started.UTC().Format(time.RFC3339)
+	meta.Promises = r.s.Promises
+	if r.hist, err = history.Create(r.dir.History(), meta, history.WriterOptions{}); err != nil {
+		return err
+	}
+	var faultIDs atomic.Int64
+	next := func() int64 { return faultIDs.Add(1) }
+	if r.wl, err = workload.New(ctx, cfg, cl, r.hist, r.log.With("component", "workload"), r.opts.Seed,
+		workload.WithFaultIDs(next)); err != nil {
+		return err
+	}
+	sched, hasFaults, err := r.s.Nemesis.Schedule()
+	if err != nil {
+		return err
+	}
+	if hasFaults {
+		roles := make([]string, cfg.Roles)
+		for i := range roles {
+			roles[i] = workload.RoleName(i)
+		}
+		env := nemesis.Env{
+			Cluster:   cl,
+			Processes: cfg.Processes,
+			Roles:     roles,
+			Resolve: func(role string) (nemesis.RoleKeys, error) {
+				return nemesis.RoleKeys{TransactionalID: transport.TransactionalID(cfg.Topic, transport.Role(role)),
+					Topic: cfg.Topic, Partition: transport.PartitionFor(transport.Role(role), cfg.TopicPartitions)}, nil
+			},
+			Freezer:     newFreezer(r.wl),
+			Lease:       cfg.Lease.D(),
+			Start:       r.wl.Start(),
+			NextFaultID: next,
+		}
+		if r.nem, err = nemesis.New(env, r.hist, r.log.With("component", "nemesis"), r.opts.Seed); err != nil {
+			return err
+		}
+		r.sched = sched
+	}
+	r.say("cluster      %s %s, TV%d, bootstrap %s", info.Kind, info.Version, meta.TransactionVersion, strings.Join(cl.Bootstrap(), ","))
+	return nil
+}
+
+// runLoad runs the workload and the nemesis together for the scenario's duration, with a
+// status line.
+func (r *runner) runLoad(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var nemErr error
+	if r.nem != nil {
+		wg.Go(func() {
+			// The nemesis's own Run heals what it injected when ctx ends.
+			nemErr = r.nem.Run(ctx, r.sched)
+			if ctx.Err() != nil {
+				nemErr = nil // stopped with the workload: not a failure
+			}
+		})
+	}
+	if r.opts.StatusEvery > 0 {
+		wg.Go(func() { r.statusLoop(ctx) })
+	}
+	err := r.wl.Run(ctx, r.s.Duration.D())
+	cancel()
+	wg.Wait()
+	if r.opts.Live {
+		fmt.Fprint(r.opts.Console, "\r\033[K")
+	}
+	if nemErr != nil {
+		err = errors.Join(err, fmt.Errorf("nemesis: %w", nemErr))
+	}
+	return err
+}
+
+func (r *runner) statusLoop(ctx context.Context) {
+	t := time.NewTicker(r.opts.StatusEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st := r.wl.Stats()
+		line := fmt.Sprintf("  %v/%v  %.0f ops/s  holders %d  handoffs %d  fences %d", st.Elapsed.Round(time.Second),
+			r.s.Duration.D(), st.OpsPerSecond, st.Holders, st.Handoffs, st.Fences)
+		if r.nem != nil {
+			var faults []string
+			for _, a := range r.nem.Active() {
+				faults = append(faults, a.String())
+			}
+			if len(faults) == 0 {
+				faults = []string{"none"}
+			}
+			line += "  faults: " + strings.Join(faults, ", ")
+		}
+		if r.opts.Live {
+			fmt.Fprint(r.opts.Console, "\r\033[K"+line)
+		} else {
+			fmt.Fprintln(r.opts.Console, line)
+		}
+	}
+}
+
+// cleanup heals every fault, waits for health, performs the final reads, stops the workload
+// and the cluster, and closes the history. Each step runs whatever happened before it.
+func (r *runner) cleanup(ctx context.Context) {
+	if r.nem != nil {
+		_ = r.phase("heal", func() error {
+			hctx, cancel := context.WithTimeout(ctx, healTimeout)
+			defer cancel()
+			err := r.nem.HealAll(hctx)
+			if err != nil {
+				r.harness = append(r.harness, fmt.Errorf("heal: %w", err))
+			}
+			return err
+		})
+	}
+	if r.wl != nil {
+		_ = r.phase("final reads", func() error {
+			fctx, cancel := context.WithTimeout(ctx, finalTimeout)
+			defer cancel()
+			if r.cl != nil {
+				if err := cluster.WaitHealthy(fctx, r.cl, r.log); err != nil {
+					return fmt.Errorf("cluster not healthy: %w", err) // the checker sees no final read: inconclusive
+				}
+			}
+			return r.wl.FinalReads(fctx)
+		})
+		cctx, cancel := context.WithTimeout(ctx, closeTimeout)
+		if err := r.wl.Close(cctx); err != nil {
+			r.log.Warn("close workload", "err", err)
+		}
+		cancel()
+	}
+	if r.hist != nil {
+		if err := r.hist.Close(); err != nil {
+			r.harness = append(r.harness, fmt.Errorf("history: %w", err))
+		}
+	}
+	if r.cl != nil {
+		_ = r.phase("cluster down", func() error {
+			cctx, cancel := context.WithTimeout(ctx, closeTimeout)
+			defer cancel()
+			return r.cl.Close(cctx)
+		})
+	}
+}
+
+// check judges the history and writes results.json, the visualizations, report.html and
+// junit.xml.
+func (r *runner) check(ctx context.Context) {
+	var res *checker.Results
+	_ = r.phase("check", func() error {
+		h, err := history.ReadFile(r.dir.History())
+		if err != nil {
+			r.harness = append(r.harness, err)
+			res = &checker.Results{Format: checker.ResultsFormat, Verdict: checker.VerdictError}
+		} else {
+			res, err = checker.Check(ctx, h, checker.Options{Timeout: r.opts.CheckTimeout,
+				Visualize: checker.DirVisualizer(r.dir.Linear()), Logger: r.log.With("component", "checker")})
+			if err != nil {
+				r.harness = append(r.harness, err)
+				res = &checker.Results{Format: checker.ResultsFormat, Verdict: checker.VerdictError, Run: h.Meta}
+			}
+		}
+		if err := errors.Join(r.harness...); err != nil {
+			res.SetHarnessError(err)
+		}
+		if r.out.Interrupted {
+			res.Verdict = checker.Worst(res.Verdict, checker.VerdictInconclusive)
+			if res.Error == "" {
+				res.Error = "interrupted before the scenario's duration"
+			}
+		}
+		res.ExitCode = checker.ExitCode(res.Verdict)
+		if err := res.WriteFile(r.dir.Results()); err != nil {
+			return err
+		}
+		if err := r.writeRunInfo(r.out.Interrupted); err != nil {
+			return err
+		}
+		info, _ := r.dir.ReadRunInfo()
+		return r.dir.Write(info, res, h, err)
+	})
+	r.out.Results = res
+	if res != nil {
+		r.say("verdict      %s (exit %d); report: %s", res.Verdict, res.ExitCode, r.dir.Report())
+	}
+}
+
+// writeRunInfo writes run.json: first before the cluster starts, again at the end.
+func (r *runner) writeRunInfo(interrupted bool) error {
+	expanded, err := json.Marshal(r.s)
+	if err != nil {
+		return err
+	}
+	info := &reports.RunInfo{
+		Scenario: r.s.Name, Description: strings.TrimSpace(r.s.Description), Seed: r.opts.Seed,
+		Started: r.started, Command: r.opts.Command, Revision: revision(), Cluster: r.s.Cluster.Kind,
+		Kafka: r.s.Cluster.KafkaVersion, TxnVersion: r.s.Cluster.TransactionVersion,
+		Processes: r.s.Workload.Processes, Roles: r.s.Workload.Roles, Members: r.s.Workload.MembersPerRole,
+		Duration: r.s.Duration.D(), Transport: r.opts.Transport, Interrupted: interrupted, Expanded: expanded,
+	}
+	if r.cl != nil {
+		ci := r.cl.Info()
+		info.Kafka, info.TxnVersion = ci.Version, ci.TxnVersion
+	}
+	return r.dir.WriteRunInfo(info)
+}
+
+func revision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, kv := range bi.Settings {
+		if kv.Key == "vcs.revision" {
+			return kv.Value
+		}
+	}
+	return ""
+}
+
+// randomSeed picks a root seed when none was given; it is printed and stored, so the run can
+// be repeated.
+func randomSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])>>1 + 1 // positive and non-zero: prints the same everywhere
+}

@@ -1,0 +1,240 @@
+// Package scenarios holds fencecheck's scenarios as data (a built-in catalogue of YAML files,
+// and users' own files), and the runner that composes a run from them: cluster, workload,
+// nemesis, history, checker and reports.
+package scenarios
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/workload"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// ErrScenario marks a scenario that does not load or validate: a usage error.
+var ErrScenario = errors.New("invalid scenario")
+
+// Scenario is one run's plan as data. Load validates it; the runner fills in nothing else.
+type Scenario struct {
+	// Name is the scenario's name, also the folder of its runs.
+	Name string `json:"name" yaml:"name"`
+	// Description is one paragraph: what the scenario does and what it shows.
+	Description string `json:"description" yaml:"description"`
+	// Cluster is the cluster to run against.
+	Cluster ClusterSpec `json:"cluster" yaml:"cluster"`
+	// Workload is the load: a preset (low, medium, high) and overrides of its fields.
+	Workload WorkloadSpec `json:"workload" yaml:"workload"`
+	// Nemesis is the fault schedule; empty means no faults.
+	Nemesis NemesisSpec `json:"nemesis" yaml:"nemesis"`
+	// Duration is how long the workload (and the nemesis) runs.
+	Duration workload.Duration `json:"duration" yaml:"duration"`
+	// Promises are the coverage the scenario promises (see checker.Promises): a run that
+	// does not deliver them is inconclusive, not valid.
+	Promises []string `json:"promises,omitempty" yaml:"promises,omitempty"`
+	// Requires names what the cluster must support beyond the default (for example
+	// "peer-links" for isolate-broker); a cluster kind without it is refused.
+	Requires []string `json:"requires,omitempty" yaml:"requires,omitempty"`
+}
+
+// WorkloadSpec is a workload preset plus overrides: every field of workload.Config may be set
+// next to preset, and wins over the preset's value.
+type WorkloadSpec struct {
+	Preset          string `json:"preset" yaml:"preset"`
+	workload.Config `yaml:",inline"`
+}
+
+// NemesisSpec is the fault schedule: random (faults picked with the run's seed every
+// interval) or script (a timeline of one-line steps such as
+// "at 5s partition p1 from all for 12s", see nemesis.ParseStep). Neither means no faults.
+type NemesisSpec struct {
+	Random *nemesis.RandomSchedule `json:"random,omitempty" yaml:"random,omitempty"`
+	Script []string                `json:"script,omitempty" yaml:"script,omitempty"`
+}
+
+// Schedule returns the nemesis schedule, or ok=false when the scenario has no faults.
+func (n NemesisSpec) Schedule() (sched nemesis.Schedule, ok bool, err error) {
+	if n.Random == nil && len(n.Script) == 0 {
+		return nemesis.Schedule{}, false, nil
+	}
+	sched.Random = n.Random
+	for i, line := range n.Script {
+		st, err := nemesis.ParseStep(line)
+		if err != nil {
+			return sched, false, fmt.Errorf("nemesis.script[%d]: %w", i, err)
+		}
+		sched.Script = append(sched.Script, st)
+	}
+	if err := sched.Validate(); err != nil {
+		return sched, false, fmt.Errorf("nemesis: %w", err)
+	}
+	return sched, true, nil
+}
+
+// Faults returns the names of the faults the schedule can inject.
+func (n NemesisSpec) Faults() []string {
+	var out []string
+	if n.Random != nil {
+		if len(n.Random.Faults) == 0 {
+			for _, f := range nemesis.Faults() {
+				out = append(out, f.Name)
+			}
+		}
+		for _, f := range n.Random.Faults {
+			out = append(out, f.Fault)
+		}
+	}
+	for _, line := range n.Script {
+		if st, err := nemesis.ParseStep(line); err == nil {
+			out = append(out, st.Fault)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Validate checks every part and names the first bad field.
+func (s *Scenario) Validate() error {
+	bad := func(err error) error { return fmt.Errorf("%w: %s: %w", ErrScenario, s.Name, err) }
+	if s.Name == "" || strings.ContainsAny(s.Name, "/\\ ") {
+		return fmt.Errorf("%w: name: %q must be a non-empty word (it names the runs' folder)", ErrScenario, s.Name)
+	}
+	if err := s.Cluster.validate(); err != nil {
+		return bad(err)
+	}
+	if err := s.Workload.Validate(); err != nil {
+		return bad(fmt.Errorf("workload: %w", err))
+	}
+	if _, _, err := s.Nemesis.Schedule(); err != nil {
+		return bad(err)
+	}
+	if s.Duration <= 0 {
+		return bad(fmt.Errorf("duration: %v, want a positive duration such as 30s", s.Duration))
+	}
+	known := checker.Promises()
+	for i, p := range s.Promises {
+		if !slices.Contains(known, p) {
+			return bad(fmt.Errorf("promises[%d]: %q is not one of %s", i, p, strings.Join(known, ", ")))
+		}
+	}
+	for i, r := range s.Requires {
+		if !slices.Contains(requirements, r) {
+			return bad(fmt.Errorf("requires[%d]: %q is not one of %s", i, r, strings.Join(requirements, ", ")))
+		}
+	}
+	return nil
+}
+
+// requirements a scenario may name, and the cluster kinds that meet them.
+var requirements = []string{"peer-links", "broker-faults"}
+
+// Supports reports why a cluster kind cannot run s, or nil.
+func (s *Scenario) Supports(kind string) error {
+	for _, r := range s.Requires {
+		switch {
+		case r == "peer-links" && kind != KindLocal && kind != KindContainers:
+			return fmt.Errorf("scenario %s needs inter-broker links behind proxies, which only the local and containers clusters have (not %s)", s.Name, kind)
+		case r == "broker-faults" && kind == KindExternal:
+			return fmt.Errorf("scenario %s kills or pauses brokers, which an external cluster does not let fencecheck do", s.Name)
+		}
+	}
+	return nil
+}
+
+//go:embed catalogue/*.yaml
+var catalogue embed.FS
+
+// Names lists the built-in scenarios.
+func Names() []string {
+	entries, _ := fs.ReadDir(catalogue, "catalogue")
+	var out []string
+	for _, e := range entries {
+		out = append(out, strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Builtin returns the built-in scenario name, and its YAML text.
+func Builtin(name string) (*Scenario, []byte, error) {
+	b, err := catalogue.ReadFile(path.Join("catalogue", name+".yaml"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: no built-in scenario %q (built-in: %s)", ErrScenario, name, strings.Join(Names(), ", "))
+	}
+	s, err := Parse(name+".yaml", b)
+	return s, b, err
+}
+
+// Find loads arg: a built-in scenario's name, or a YAML file's path.
+func Find(arg string) (*Scenario, error) {
+	if !strings.ContainsAny(arg, "/.") {
+		s, _, err := Builtin(arg)
+		return s, err
+	}
+	b, err := os.ReadFile(arg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrScenario, err)
+	}
+	return Parse(arg, b)
+}
+
+// Parse decodes and validates a scenario file. Unknown fields are errors naming the file, the
+// line and the field; so are wrong types and invalid values.
+func Parse(file string, b []byte) (*Scenario, error) {
+	fail := func(err error) (*Scenario, error) {
+		return nil, fmt.Errorf("%w: %s: %s", ErrScenario, file, strings.ReplaceAll(err.Error(), "yaml: unmarshal errors:\n  ", ""))
+	}
+	var s Scenario
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fail(errors.New("empty file"))
+		}
+		return fail(err)
+	}
+	// Decode again on top of the preset, so the file's workload fields override it.
+	if s.Workload.Preset == "" {
+		s.Workload.Preset = workload.PresetMedium
+	}
+	base, err := workload.Preset(s.Workload.Preset)
+	if err != nil {
+		return fail(fmt.Errorf("workload.preset: %w", err))
+	}
+	var doc struct {
+		Workload yaml.Node `yaml:"workload"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fail(err)
+	}
+	ws := WorkloadSpec{Preset: s.Workload.Preset, Config: base}
+	if doc.Workload.Kind != 0 {
+		if err := doc.Workload.Decode(&ws); err != nil {
+			return fail(err)
+		}
+	}
+	s.Workload = ws
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return &s, nil
+}
+
+// Marshal renders s as YAML (the fully expanded scenario, as `scenarios show` prints it).
+func (s *Scenario) Marshal() ([]byte, error) {
+	return yaml.Marshal(s)
+}
+
+// durationOf is a helper for flags: a positive time.Duration as a scenario duration.
+func durationOf(d time.Duration) workload.Duration { return workload.Duration(d) }
