@@ -1,0 +1,182 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+)
+
+// Cluster is a running Kafka(-compatible) cluster with its links. Backends:
+// embedded (kfake in this process), local (Apache Kafka JVMs on loopback) and
+// external (a cluster someone else runs).
+//
+// Every broker fault (Kill, Pause, Resume, Restart) either happens or returns
+// an error matching ErrUnsupported; none is a silent no-op. All methods are
+// safe for concurrent use.
+type Cluster interface {
+	// Info describes the cluster for run metadata and logs.
+	Info() Info
+
+	// Bootstrap returns seed addresses (host:port) a client can use
+	// without links: the harness's own admin path and health checks. They
+	// are advertised broker addresses, so a per-process DialFunc maps them
+	// as well.
+	Bootstrap() []string
+
+	// Brokers lists every broker the cluster was started with, killed ones
+	// included (State says which), sorted by ID. For the keys in q it adds
+	// role hints, asked of the cluster over the Kafka protocol. When that
+	// lookup fails the brokers are still returned, without those roles,
+	// together with the error.
+	Brokers(ctx context.Context, q RoleQuery) ([]Broker, error)
+
+	// Links returns the dial function of one process (one transport
+	// instance), creating the process's links p→b to every broker if they
+	// do not exist yet. Give it to kgo.Dialer: every connection the client
+	// makes to a broker then goes through that process's own proxy, which
+	// the nemesis can cut, slow or reset (see Network).
+	Links(ctx context.Context, process int) (DialFunc, error)
+
+	// Network gives the links themselves, for faults.
+	Network() *Network
+
+	// Kill stops a broker abruptly (SIGKILL for a JVM): no controlled
+	// shutdown, connections drop.
+	Kill(ctx context.Context, broker int32) error
+	// Pause freezes a broker (SIGSTOP for a JVM): connections stay open
+	// and nothing answers.
+	Pause(ctx context.Context, broker int32) error
+	// Resume undoes Pause.
+	Resume(ctx context.Context, broker int32) error
+	// Restart starts a killed broker again with its data, or kills and
+	// restarts a running one, and returns once it serves again (or ctx
+	// ends; then the broker may still be starting).
+	Restart(ctx context.Context, broker int32) error
+
+	// Close stops every broker and proxy the cluster started and removes
+	// the data it owns. It is idempotent; ctx bounds the wait for
+	// processes to exit, which are killed regardless.
+	Close(ctx context.Context) error
+}
+
+// DialFunc has the signature of kgo.Dialer's function: it receives the
+// broker's advertised host:port.
+type DialFunc = func(ctx context.Context, network, host string) (net.Conn, error)
+
+// Info describes a cluster.
+type Info struct {
+	Kind       string // "embedded", "local", "external"
+	Version    string // broker version: "kfake", "4.1.2", or "" when unknown
+	TxnVersion int    // transaction.version in effect (1 or 2), 0 when unknown
+	Brokers    int    // brokers started with
+	LogsDir    string // where broker logs go, "" when none
+	ClusterID  string
+}
+
+// BrokerState is what the harness last did to a broker.
+type BrokerState int
+
+// Broker states.
+const (
+	StateUnknown BrokerState = iota // external cluster: not ours to know
+	StateRunning
+	StatePaused
+	StateKilled
+)
+
+// String is "running", "paused", "killed" or "unknown".
+func (s BrokerState) String() string {
+	switch s {
+	case StateRunning:
+		return "running"
+	case StatePaused:
+		return "paused"
+	case StateKilled:
+		return "killed"
+	}
+	return "unknown"
+}
+
+// Broker is one broker of a cluster.
+type Broker struct {
+	ID    int32       // Kafka node id
+	Addr  string      // advertised client address, host:port
+	State BrokerState // what the harness last did to it
+	Roles []Role      // role hints for the keys of the RoleQuery, and "controller"
+}
+
+// Name is the broker's short name in link names and logs: "b1".
+func (b Broker) Name() string { return BrokerName(b.ID) }
+
+// BrokerName is the short name of broker id: "b1".
+func BrokerName(id int32) string { return fmt.Sprintf("b%d", id) }
+
+// ProcessName is the short name of a process: "p3".
+func ProcessName(p int) string { return fmt.Sprintf("p%d", p) }
+
+// RoleQuery names the keys whose owners Brokers should look up.
+type RoleQuery struct {
+	TransactionalIDs []string         // coordinator of each transactional id
+	Groups           []string         // coordinator of each consumer group
+	Partitions       []TopicPartition // leader of each partition
+}
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// RoleKind is the kind of a role hint.
+type RoleKind int
+
+// Role kinds.
+const (
+	RoleController       RoleKind = iota + 1 // the active controller (as metadata reports it)
+	RoleTxnCoordinator                       // transaction coordinator of Key
+	RoleGroupCoordinator                     // group coordinator of Key
+	RoleLeader                               // leader of Topic/Partition
+)
+
+// Role is a hint of what a broker does at the time of the lookup.
+type Role struct {
+	Kind      RoleKind
+	Key       string // transactional id or group
+	Topic     string
+	Partition int32
+}
+
+// String reads like "coordinator of transactional id X" or "leader of t/0".
+func (r Role) String() string {
+	switch r.Kind {
+	case RoleController:
+		return "controller"
+	case RoleTxnCoordinator:
+		return fmt.Sprintf("coordinator of transactional id %s", r.Key)
+	case RoleGroupCoordinator:
+		return fmt.Sprintf("coordinator of group %s", r.Key)
+	case RoleLeader:
+		return fmt.Sprintf("leader of %s/%d", r.Topic, r.Partition)
+	}
+	return "unknown role"
+}
+
+// Has reports whether b holds role r.
+func (b Broker) Has(r Role) bool {
+	for _, x := range b.Roles {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Find returns the broker with id.
+func Find(bs []Broker, id int32) (Broker, bool) {
+	for _, b := range bs {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return Broker{}, false
+}

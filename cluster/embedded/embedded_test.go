@@ -1,0 +1,79 @@
+package embedded_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/clustertest"
+	"github.com/fencecheck/fencecheck/cluster/embedded"
+)
+
+func start(t *testing.T, opts embedded.Options) *embedded.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	began := time.Now()
+	c, err := embedded.New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("embedded cluster ready in %v", time.Since(began).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if err := c.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+func TestEmbedded(t *testing.T) {
+	for _, tv := range []int{1, 2} {
+		t.Run(fmt.Sprintf("TV%d", tv), func(t *testing.T) {
+			c := start(t, embedded.Options{TxnVersion: tv})
+			t.Run("transaction.version is pinned", func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				got, err := clustertest.FinalizedFeature(ctx, clustertest.Admin(t, c), "transaction.version")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if int(got) != tv {
+					t.Fatalf("finalized transaction.version = %d, want %d", got, tv)
+				}
+			})
+			t.Run("link cut - p1 fails, p2 works, p1 recovers", func(t *testing.T) { clustertest.LinkCut(t, c) })
+			t.Run("pause leader - produce fails, resume - succeeds", func(t *testing.T) { clustertest.PauseLeader(t, c) })
+			t.Run("kill coordinator - new producer commits", func(t *testing.T) { clustertest.KillCoordinator(t, c) })
+		})
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  embedded.Options
+		field string
+	}{
+		{"txn version 3 - refused naming TxnVersion", embedded.Options{TxnVersion: 3}, "TxnVersion"},
+		{"negative brokers - refused naming Brokers", embedded.Options{Brokers: -1}, "Brokers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := embedded.New(context.Background(), tc.opts)
+			var oe *cluster.OptionError
+			if !errors.As(err, &oe) || oe.Field != tc.field {
+				t.Fatalf("err = %v, want an OptionError for %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestUnknownBroker(t *testing.T) {
+	c := start(t, embedded.Options{Brokers: 1})
+	if err := c.Kill(context.Background(), 7); !errors.Is(err, cluster.ErrUnknownBroker) {
+		t.Fatalf("Kill(7) = %v, want ErrUnknownBroker", err)
+	}
+}

@@ -1,0 +1,122 @@
+package external_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/clustertest"
+	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/cluster/external"
+)
+
+// kfakeCluster stands in for a cluster someone else runs.
+func kfakeCluster(t *testing.T) *embedded.Cluster {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	k, err := embedded.New(ctx, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close(context.Background()) })
+	return k
+}
+
+// toxiproxyServer runs a toxiproxy server the way a user would (its own
+// Listen), standing in for an external one.
+func toxiproxyServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	go srv.Listen("127.0.0.1", strconv.Itoa(port))
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	if _, err := clustertest.Eventually(5*time.Second, func() error {
+		resp, err := http.Get("http://" + addr + "/version")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Collection.Clear() })
+	return addr
+}
+
+func TestExternal(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		toxiproxy bool
+	}{
+		{"in-process toxiproxy", false},
+		{"external toxiproxy", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := kfakeCluster(t)
+			opts := external.Options{Bootstrap: k.Bootstrap()}
+			var api string
+			if tc.toxiproxy {
+				api = toxiproxyServer(t)
+				opts.Network.Toxiproxy = api
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := external.New(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			if got := c.Info(); got.Brokers != 3 || got.TxnVersion != 2 {
+				t.Errorf("Info() = %+v, want 3 brokers, TV2", got)
+			}
+			t.Run("link cut - p1 fails, p2 works, p1 recovers", func(t *testing.T) { clustertest.LinkCut(t, c) })
+			t.Run("broker faults - unsupported", func(t *testing.T) {
+				for name, f := range map[string]func(context.Context, int32) error{"kill": c.Kill, "pause": c.Pause, "resume": c.Resume, "restart": c.Restart} {
+					err := f(ctx, 0)
+					var ue *cluster.UnsupportedError
+					if !errors.Is(err, cluster.ErrUnsupported) || !errors.As(err, &ue) || ue.Kind != external.Kind {
+						t.Errorf("%s = %v, want an UnsupportedError of %s", name, err, external.Kind)
+					}
+				}
+			})
+			if tc.toxiproxy {
+				if err := c.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+				resp, err := http.Get("http://" + api + "/proxies")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var b strings.Builder
+				buf := make([]byte, 4096)
+				n, _ := resp.Body.Read(buf)
+				b.Write(buf[:n])
+				if strings.TrimSpace(b.String()) != "{}" {
+					t.Errorf("proxies left on the external toxiproxy after Close: %s", b.String())
+				}
+			}
+		})
+	}
+}
+
+func TestBootstrapRequired(t *testing.T) {
+	_, err := external.New(context.Background(), external.Options{})
+	var oe *cluster.OptionError
+	if !errors.As(err, &oe) || oe.Field != "Bootstrap" {
+		t.Fatalf("err = %v, want an OptionError for Bootstrap", err)
+	}
+}
