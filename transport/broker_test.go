@@ -1,8 +1,14 @@
 package transport_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/transport"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencecheck/fencecheck/transport/transporttest"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -40,4 +46,48 @@ func TestConformanceKfake(t *testing.T) {
 		transporttest.Run(t, transporttest.Env{Bootstrap: newKfake(t, kfake.MaxVersions(kversion.V3_9_0())),
 			TransactionVersion: 1, New: transporttest.Start})
 	})
+}
+
+func TestWaitStableWaitsForOpenTransactions(t *testing.T) {
+	bootstrap := newKfake(t)
+	cfg := transport.NewConfig(bootstrap, 10*time.Second)
+	cfg.TopicPartitions = 1
+	tr, err := transport.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close(context.Background())
+	ctx := context.Background()
+	cfg = tr.Config() // defaults filled in: the topic's name
+	if _, err := tr.Register(ctx, "r", "m"); err != nil { // creates the topic
+		t.Fatal(err)
+	}
+	if err := tr.WaitStable(ctx, cfg.Topic, 0); err != nil {
+		t.Fatalf("no transaction is open, yet WaitStable failed: %v", err)
+	}
+
+	open, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...), kgo.TransactionalID("open"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if err := open.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.ProduceSync(ctx, &kgo.Record{Topic: cfg.Topic, Partition: 0, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = tr.WaitStable(short, cfg.Topic, 0)
+	cancel()
+	if !errors.Is(err, transport.ErrClient) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitStable with a transaction open = %v, want a deadline error", err)
+	}
+	if err := open.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.WaitStable(ctx, cfg.Topic, 0); err != nil {
+		t.Fatalf("WaitStable after the commit: %v", err)
+	}
 }

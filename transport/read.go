@@ -324,3 +324,34 @@ func pause(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// WaitStable waits until no transaction is open on partition p of topic: its last stable
+// offset has reached its high watermark. A commit is acknowledged before its markers reach the
+// partition, so a read right after the writers stopped can miss acknowledged writes; a read
+// after WaitStable sees every transaction that was decided. Transactions left open by a dead
+// holder end at their timeout (the lease duration), so the wait is bounded by ctx, not by a
+// fixed time. Errors wrap ErrClient.
+func (t *BrokerTransport) WaitStable(ctx context.Context, topic string, p int32) error {
+	if err := t.checkOpen(OpRead, ""); err != nil {
+		return err
+	}
+	fail := func(err error) error { return &Error{Op: OpRead, Kind: ErrClient, Stage: StageSend, Err: err} }
+	for {
+		ends, err := t.adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return fail(fmt.Errorf("list end offsets: %w", err))
+		}
+		stable, err := t.adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			return fail(fmt.Errorf("list last stable offsets: %w", err))
+		}
+		hw, ok1 := ends.Lookup(topic, p)
+		lso, ok2 := stable.Lookup(topic, p)
+		if ok1 && ok2 && hw.Err == nil && lso.Err == nil && lso.Offset >= hw.Offset {
+			return nil
+		}
+		if err := pause(ctx, 50*time.Millisecond); err != nil {
+			return fail(fmt.Errorf("%s/%d: last stable offset %d still below high watermark %d: %w", topic, p, lso.Offset, hw.Offset, err))
+		}
+	}
+}

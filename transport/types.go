@@ -35,7 +35,9 @@ func (t FencingToken) Compare(o FencingToken) int {
 	return 0
 }
 
-// IsZero reports whether t is the zero token, which no coordinator ever mints.
+// IsZero reports whether t is the zero value. It does not mean "no token": a fresh Kafka
+// cluster's first producer id is 0, so (0, 0) is a real minted token there. Absence is always
+// reported separately (HeldToken's and Describe's bool).
 func (t FencingToken) IsZero() bool { return t == FencingToken{} }
 
 // String renders t as "pid/epoch".

@@ -140,8 +140,8 @@ func mustAcquire(t *testing.T, tr Transport, role transport.Role) transport.Fenc
 	if err != nil {
 		t.Fatalf("acquire %q: %v", role, err)
 	}
-	if tok.IsZero() {
-		t.Fatalf("acquire %q: zero token", role)
+	if tok.ProducerID < 0 || tok.Epoch < 0 { // (0, 0) is a real token on a fresh Kafka cluster
+		t.Fatalf("acquire %q: token %v is Kafka's \"no producer id\"", role, tok)
 	}
 	return tok
 }
@@ -160,6 +160,34 @@ func mustRead(t *testing.T, tr Transport, role transport.Role) transport.RoleRec
 		t.Fatalf("read %q: %v", role, err)
 	}
 	return rr
+}
+
+// readUntil reads role until done accepts what it read, or a deadline passes. A commit is
+// acknowledged once the coordinator has decided it; its markers reach the partition a little
+// later, and only then does the last stable offset pass the records. So a read right after a
+// commit may legitimately miss it: the suite waits for the condition instead of assuming it.
+func readUntil(t *testing.T, tr Transport, role transport.Role, what string, done func(transport.RoleRecords) bool) transport.RoleRecords {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rr := mustRead(t, tr, role)
+		if done(rr) {
+			return rr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read %q: %s never became visible; last read: %+v", role, what, rr)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the cluster: the condition is remote
+	}
+}
+
+// leaseSeqs lists the seqs of rr's leases, in offset order.
+func leaseSeqs(rr transport.RoleRecords) string {
+	var seqs []uint64
+	for _, l := range rr.Leases {
+		seqs = append(seqs, l.Lease.Seq)
+	}
+	return fmt.Sprint(seqs)
 }
 
 func wantErr(t *testing.T, what string, err, kind error, outcome transport.Outcome) {
@@ -269,7 +297,7 @@ func (s *suite) testFencing(t *testing.T) {
 	wantErr(t, "write after the fence", err, transport.ErrNotHeld, transport.Fail)
 	mustWrite(t, b, role, tb, lease("b", 4))
 
-	rr := mustRead(t, a, role)
+	rr := readUntil(t, a, role, "b's lease", func(rr transport.RoleRecords) bool { return len(rr.Leases) >= 2 })
 	var got []string
 	for _, l := range rr.Leases {
 		got = append(got, fmt.Sprintf("%s#%d@%v", l.Lease.Holder, l.Lease.Seq, l.Token))
@@ -324,7 +352,7 @@ func (s *suite) testRegister(t *testing.T) {
 	if j2 <= j1 {
 		t.Fatalf("join sequences %d then %d do not increase", j1, j2)
 	}
-	rr := mustRead(t, a, role)
+	rr := readUntil(t, a, role, "both registrations", func(rr transport.RoleRecords) bool { return len(rr.Registrations) >= 2 })
 	want := []transport.Registration{{Member: "m1", JoinSeq: j1}, {Member: "m2", JoinSeq: j2}}
 	if fmt.Sprint(rr.Registrations) != fmt.Sprint(want) {
 		t.Fatalf("registrations = %v, want %v", rr.Registrations, want)
@@ -385,22 +413,21 @@ func (s *suite) testReadCommittedOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	rr := mustRead(t, tr, role)
+	mustRead(t, tr, role)
 	if d := time.Since(began); d > s.env.RequestTimeout {
 		t.Errorf("read took %v with an open transaction; it must not wait for it", d)
 	}
-	var seqs []uint64
-	for _, l := range rr.Leases {
-		seqs = append(seqs, l.Lease.Seq)
-	}
-	if fmt.Sprint(seqs) != "[1 3]" {
-		t.Fatalf("committed lease seqs = %v, want [1 3] (aborted 2 and open 4 invisible)", seqs)
+	// Once 3's markers are written, the committed view is [1 3] and must stay so while the
+	// transaction holding 4 is open: the aborted 2 and the open 4 are never visible.
+	rr := readUntil(t, tr, role, "lease 3", func(rr transport.RoleRecords) bool { return len(rr.Leases) >= 2 })
+	if got := leaseSeqs(rr); got != "[1 3]" {
+		t.Fatalf("committed lease seqs = %v, want [1 3] (aborted 2 and open 4 invisible)", got)
 	}
 	if err := open.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
-	if rr := mustRead(t, tr, role); len(rr.Leases) != 2 {
-		t.Fatalf("after the abort, %d leases, want 2", len(rr.Leases))
+	if got := leaseSeqs(mustRead(t, tr, role)); got != "[1 3]" {
+		t.Fatalf("after the abort, lease seqs = %v, want [1 3]", got)
 	}
 }
 
@@ -423,7 +450,7 @@ func (s *suite) testForeignKeys(t *testing.T) {
 	if _, err := tr.Register(ctxT(t), role, "m2"); err != nil {
 		t.Fatal(err)
 	}
-	rr := mustRead(t, tr, role)
+	rr := readUntil(t, tr, role, "m2's registration", func(rr transport.RoleRecords) bool { return len(rr.Registrations) >= 2 })
 	if len(rr.Registrations) != 2 || len(rr.Leases) != 0 {
 		t.Fatalf("read = %+v, want the two registrations only", rr)
 	}
@@ -467,7 +494,8 @@ func (s *suite) testEpochAfterCommits(t *testing.T) {
 	if got, _ := tr.HeldToken(role); got != tok {
 		t.Fatalf("HeldToken moved to %v; it must stay the minted %v", got, tok)
 	}
-	for _, l := range mustRead(t, tr, role).Leases {
+	rr := readUntil(t, tr, role, "every lease", func(rr transport.RoleRecords) bool { return len(rr.Leases) >= commits })
+	for _, l := range rr.Leases {
 		if l.Token != tok {
 			t.Fatalf("lease %d carries %v, want the minted %v", l.Lease.Seq, l.Token, tok)
 		}
@@ -507,7 +535,8 @@ func (s *suite) testCutLinks(t *testing.T) {
 		t.Fatalf("token after recovery %v does not sort after %v", tok2, tok)
 	}
 	mustWrite(t, tr, role, tok2, lease("m", 3))
-	for _, l := range mustRead(t, tr, role).Leases {
+	rr := readUntil(t, tr, role, "lease 3", func(rr transport.RoleRecords) bool { return strings.Contains(leaseSeqs(rr), "3") })
+	for _, l := range rr.Leases {
 		if l.Lease.Seq == 2 {
 			t.Fatalf("the write cut off before its commit is visible: %+v", l)
 		}

@@ -1,0 +1,44 @@
+package local_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/cluster/local"
+	"github.com/fencecheck/fencecheck/transport/transporttest"
+)
+
+// TestTransportConformance runs the transport's conformance suite against Apache Kafka: on
+// the shared TV2 cluster through one process's proxy links, with TV2 negotiated and with TV1
+// pinned by the client, and on a one-node cluster formatted with transaction.version 1.
+func TestTransportConformance(t *testing.T) {
+	c := sharedCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dial, err := c.Links(ctx, 90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootstrap := strings.Join(c.Bootstrap(), ",")
+	t.Run("TV2 cluster", func(t *testing.T) {
+		transporttest.Run(t, transporttest.Env{Bootstrap: bootstrap, Dial: dial, TransactionVersion: 2,
+			PinTransactionVersion: true, New: transporttest.Start})
+	})
+	t.Run("TV1 pinned by the client on a TV2 cluster", func(t *testing.T) {
+		transporttest.Run(t, transporttest.Env{Bootstrap: bootstrap, Dial: dial, TransactionVersion: 1,
+			PinTransactionVersion: true, New: transporttest.Start})
+	})
+	t.Run("TV1 cluster", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		tv1, err := local.New(ctx, local.Options{Brokers: 1, TxnVersion: 1, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatalf("start a TV1 cluster: %v", err)
+		}
+		defer tv1.Close(context.WithoutCancel(ctx))
+		transporttest.Run(t, transporttest.Env{Bootstrap: strings.Join(tv1.Bootstrap(), ","), TransactionVersion: 1,
+			Replication: 1, New: transporttest.Start})
+	})
+}
