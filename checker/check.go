@@ -1,0 +1,204 @@
+package checker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// run is one Check in progress.
+type run struct {
+	cfg           config
+	x             *index
+	res           *Results
+	visualizeErrs []error
+}
+
+// Check judges a history against SEMANTICS.md: the linear checks first (they need no search),
+// then the porcupine model role by role through a bounded pool, then split-brain exposure and
+// coverage. It reads h and nothing else, and never changes it.
+//
+// The error is non-nil only for invalid options or history metadata (wrapping ErrOptions); a
+// check that panics becomes unknown and the others still run. The results' verdict is the worst
+// of the non-advisory checks and of coverage; a recording that breaks the history's own rules
+// (well-formed) is a harness error.
+func Check(ctx context.Context, h *history.History, opts Options) (*Results, error) {
+	cfg, err := opts.config(h.Meta.LeaseDuration, h.Meta.Promises, h.Meta.ProducerIDs)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	c := &run{cfg: cfg, res: &Results{Format: ResultsFormat, Run: h.Meta}}
+	for _, name := range append(append(slices.Clone(Guarantees), SpuriousFence), WellFormed) {
+		c.res.Checks = append(c.res.Checks, Result{
+			Name: name, Verdict: VerdictValid, Advisory: cfg.advisory[name], Details: map[string]any{},
+		})
+	}
+	c.res.History = Stats{
+		Format: h.Format, Ops: len(h.Ops), Faults: len(h.Faults), End: h.End,
+		Truncated: h.Truncated, TruncatedLine: h.TruncatedLine,
+	}
+	for i := range h.Ops {
+		if h.Ops[i].Pending {
+			c.res.History.Pending++
+		}
+	}
+
+	t0 := time.Now()
+	var indexPanic any
+	func() {
+		defer func() { indexPanic = recover() }()
+		c.x = newIndex(h, &c.cfg)
+	}()
+	c.res.Timings.Index = int64(time.Since(t0))
+	if indexPanic != nil {
+		// Without the index no check can run: all of them are unknown.
+		cfg.log.Error("indexing the history panicked", "panic", indexPanic, "stack", string(debug.Stack()))
+		for i := range c.res.Checks {
+			c.res.Checks[i].Verdict = VerdictUnknown
+			c.res.Checks[i].Details["panic"] = fmt.Sprint(indexPanic)
+		}
+		c.finish(start)
+		return c.res, nil
+	}
+	c.res.History.Roles, c.res.History.Logs, c.res.History.Records = len(c.x.roles), len(c.x.logIDs), c.x.records
+
+	t0 = time.Now()
+	linear := []struct {
+		name  string
+		check func()
+	}{
+		{WellFormed, c.checkWellFormed},
+		{LogTokenOrder, c.checkLogTokenOrder},
+		{NoLostWrite, c.checkNoLostWrite},
+		{NoZombieCommit, c.checkNoZombieCommit},
+		{RegistrationOrder, c.checkRegistrationOrder},
+		{ReadPrefix, c.checkReadPrefix},
+		{ReadMonotonic, c.checkReadMonotonic},
+	}
+	for _, l := range linear {
+		c.safely(c.result(l.name), l.check)
+	}
+	c.res.Timings.Linear = int64(time.Since(t0))
+
+	models := []*Result{c.result(TokenMonotonic), c.result(FencedStaleWrite), c.result(DescribeConsistent), c.result(SpuriousFence)}
+	c.safely(models[0], func() {
+		c.aggregateModels(c.x.checkModels(ctx, &c.res.Timings))
+	})
+	for _, r := range models[1:] { // a panic outside the per-role guard hits all four
+		if p, ok := models[0].Details["panic"]; ok {
+			r.Verdict, r.Details["panic"] = VerdictUnknown, p
+		}
+	}
+
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				c.res.Exposure = Exposure{Error: fmt.Sprintf("measuring exposure panicked: %v", p)}
+				cfg.log.Error("exposure panicked", "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
+		c.measureExposure()
+	}()
+	c.checkCoverage()
+	c.finish(start)
+	t := c.res.Timings
+	cfg.log.Info("history checked", "verdict", c.res.Verdict, "ops", len(h.Ops), "roles", len(c.x.roles),
+		"index", time.Duration(t.Index), "linear", time.Duration(t.Linear), "porcupine", time.Duration(t.Porcupine),
+		"explain", time.Duration(t.Explain), "total", time.Duration(t.Total))
+	return c.res, nil
+}
+
+// result returns the check named name.
+func (c *run) result(name string) *Result {
+	for i := range c.res.Checks {
+		if c.res.Checks[i].Name == name {
+			return &c.res.Checks[i]
+		}
+	}
+	panic("checker: no check named " + name)
+}
+
+// safely runs check; a panic makes r unknown (Jepsen: checkers never crash the analysis).
+func (c *run) safely(r *Result, check func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.Verdict = VerdictUnknown
+			r.Details["panic"] = fmt.Sprint(p)
+			c.cfg.log.Error("check panicked", "check", r.Name, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	check()
+}
+
+// checkWellFormed reports what the index found wrong with the recording itself.
+func (c *run) checkWellFormed() {
+	r := c.result(WellFormed)
+	r.Anomalies = append(r.Anomalies, c.x.malformed...)
+	if c.x.h.Truncated {
+		r.Details["truncated_at_line"] = c.x.h.TruncatedLine
+	}
+}
+
+// finish caps anomalies, sets every check's verdict from its anomalies, and the run's verdict.
+func (c *run) finish(start time.Time) {
+	verdict := VerdictValid
+	for i := range c.res.Checks {
+		r := &c.res.Checks[i]
+		for j := range r.Anomalies {
+			r.Anomalies[j].Explanation = capitalize(r.Anomalies[j].Explanation)
+		}
+		if n := len(r.Anomalies); n > 0 {
+			bad := VerdictInvalid
+			if r.Name == WellFormed {
+				bad = VerdictError
+			}
+			r.Verdict = Worst(r.Verdict, bad)
+			r.Details["anomalies"] = n
+			slices.SortStableFunc(r.Anomalies, compareAnomalies)
+			if n > c.cfg.maxAnomalies {
+				r.Anomalies = slices.Clip(r.Anomalies[:c.cfg.maxAnomalies])
+			}
+		}
+		if len(r.Details) == 0 {
+			r.Details = nil
+		}
+		if !r.Advisory {
+			verdict = Worst(verdict, r.Verdict)
+		}
+	}
+	for _, r := range c.res.Coverage {
+		verdict = Worst(verdict, r.Verdict)
+	}
+	c.res.Verdict = verdict
+	c.res.ExitCode = ExitCode(verdict)
+	slices.Sort(c.res.Visualized)
+	c.res.Timings.Total = int64(time.Since(start))
+}
+
+func compareAnomalies(a, b Anomaly) int {
+	if c := cmp.Compare(a.Role, b.Role); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Log, b.Log); c != 0 {
+		return c
+	}
+	return slices.Compare(a.Ops, b.Ops)
+}
+
+// capitalize makes an explanation start like a sentence ("write-lease op 3 ..." → "Write-lease
+// op 3 ...").
+func capitalize(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError || unicode.IsUpper(r) {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[n:]
+}

@@ -1,0 +1,207 @@
+package checkertest
+
+import (
+	"math/rand/v2"
+	"slices"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// Violation is a kind of bug Plant can put into a correct history.
+type Violation int
+
+// Violations Plant knows, each with the guarantee that must catch it.
+const (
+	// StaleWrite acknowledges a write under a token that a newer acquire had replaced
+	// before the write was invoked (fenced-stale-write).
+	StaleWrite Violation = iota
+	// OutOfOrder swaps two committed lease records so that an older holder's record follows
+	// its successor's in the final log (log-token-order).
+	OutOfOrder
+	// LostWrite removes an acknowledged write's record from the final log (no-lost-write).
+	LostWrite
+)
+
+// Violations lists every Violation.
+var Violations = []Violation{StaleWrite, OutOfOrder, LostWrite}
+
+// String names the violation.
+func (v Violation) String() string {
+	switch v {
+	case StaleWrite:
+		return "stale-write"
+	case OutOfOrder:
+		return "out-of-order"
+	case LostWrite:
+		return "lost-write"
+	}
+	return "unknown"
+}
+
+// Guarantee returns the name of the guarantee that must report v.
+func (v Violation) Guarantee() string {
+	switch v {
+	case StaleWrite:
+		return "fenced-stale-write"
+	case OutOfOrder:
+		return "log-token-order"
+	case LostWrite:
+		return "no-lost-write"
+	}
+	return ""
+}
+
+// Plant puts one violation of kind v into h, choosing where with rng, and reports whether the
+// history offered a place for it. It never changes a record slice in place (reads share them).
+func Plant(h *history.History, v Violation, rng *rand.Rand) bool {
+	switch v {
+	case StaleWrite:
+		return plantStaleWrite(h, rng)
+	case OutOfOrder:
+		return plantOutOfOrder(h, rng)
+	case LostWrite:
+		return plantLostWrite(h, rng)
+	}
+	return false
+}
+
+// plantStaleWrite flips a write that was fenced because a newer acquire had returned before
+// it was invoked into an acknowledged one. Without such a write it adds one: the holder of an
+// older token writes, and is acknowledged, after a newer acquire returned.
+func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
+	type acq struct {
+		tok    history.Token
+		ret    int64
+		member string
+		proc   string
+		client int
+	}
+	acquires := map[string][]acq{}
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if op.Kind == history.KindAcquire && op.Type == history.TypeOK {
+			acquires[op.Role] = append(acquires[op.Role], acq{*op.Result.Token, op.Return, op.Member, op.Process, op.Client})
+		}
+	}
+	var stale []int
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if !op.Kind.IsWrite() || op.Type != history.TypeFail || op.Error != history.ErrorFenced {
+			continue
+		}
+		for _, a := range acquires[op.Role] {
+			if a.ret < op.Invoke && op.Args.Token.Less(a.tok) {
+				stale = append(stale, i)
+				break
+			}
+		}
+	}
+	if len(stale) > 0 {
+		op := &h.Ops[stale[rng.IntN(len(stale))]]
+		op.Type, op.Error = history.TypeOK, ""
+		return true
+	}
+	roles := make([]string, 0, len(acquires))
+	for r, as := range acquires {
+		if len(as) >= 2 {
+			roles = append(roles, r)
+		}
+	}
+	if len(roles) == 0 {
+		return false
+	}
+	slices.Sort(roles)
+	role := roles[rng.IntN(len(roles))]
+	as := slices.Clone(acquires[role])
+	slices.SortFunc(as, func(a, b acq) int { return a.tok.Compare(b.tok) })
+	old, newer := as[0], as[len(as)-1]
+	var maxID int64
+	for i := range h.Ops {
+		maxID = max(maxID, h.Ops[i].ID)
+	}
+	h.Ops = append(h.Ops, history.Op{
+		ID: maxID + 1, Client: old.client, Process: old.proc, Member: old.member, Role: role,
+		Kind: history.KindWriteLease, Invoke: newer.ret + 1, Return: newer.ret + 2, Type: history.TypeOK,
+		Args: history.Args{Token: old.tok, WriteID: "planted-stale", Log: history.RoleLog(role)},
+	})
+	return true
+}
+
+// finalRead returns the index of the last ok final read of log.
+func finalRead(h *history.History, log history.LogID) int {
+	best := -1
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if op.Kind == history.KindFinalRead && op.Type == history.TypeOK && op.Args.Log == log &&
+			(best < 0 || op.Return >= h.Ops[best].Return) {
+			best = i
+		}
+	}
+	return best
+}
+
+func plantOutOfOrder(h *history.History, rng *rand.Rand) bool {
+	type place struct{ op, p int }
+	var places []place
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if op.Kind != history.KindFinalRead || op.Args.Log.Work || finalRead(h, op.Args.Log) != i {
+			continue
+		}
+		recs := op.Result.Records
+		last := -1
+		for p := range recs {
+			if recs[p].Kind != history.RecordLease {
+				continue
+			}
+			if last >= 0 && recs[last].Token.Less(recs[p].Token) {
+				places = append(places, place{i, p})
+			}
+			last = p
+		}
+	}
+	if len(places) == 0 {
+		return false
+	}
+	pl := places[rng.IntN(len(places))]
+	recs := slices.Clone(h.Ops[pl.op].Result.Records)
+	// Move the newer record p before the last older lease record, keeping offsets in place.
+	q := pl.p - 1
+	for recs[q].Kind != history.RecordLease {
+		q--
+	}
+	a, b := recs[q], recs[pl.p]
+	a.Offset, b.Offset = b.Offset, a.Offset
+	recs[q], recs[pl.p] = b, a
+	h.Ops[pl.op].Result.Records = recs
+	return true
+}
+
+func plantLostWrite(h *history.History, rng *rand.Rand) bool {
+	ok := map[string]bool{}
+	for i := range h.Ops {
+		if op := &h.Ops[i]; op.Kind.IsWrite() && op.Type == history.TypeOK {
+			ok[op.Args.WriteID] = true
+		}
+	}
+	type place struct{ op, p int }
+	var places []place
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if op.Kind != history.KindFinalRead || op.Type != history.TypeOK || finalRead(h, op.Args.Log) != i {
+			continue
+		}
+		for p, rec := range op.Result.Records {
+			if rec.Kind != history.RecordRegistration && ok[rec.WriteID] {
+				places = append(places, place{i, p})
+			}
+		}
+	}
+	if len(places) == 0 {
+		return false
+	}
+	pl := places[rng.IntN(len(places))]
+	recs := h.Ops[pl.op].Result.Records
+	h.Ops[pl.op].Result.Records = append(slices.Clone(recs[:pl.p]), recs[pl.p+1:]...)
+	return true
+}

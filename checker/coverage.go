@@ -1,0 +1,202 @@
+package checker
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// Coverage requirement names. The first two are always required; scenarios promise the others
+// by name (Options.Promises, or the history header's promises).
+const (
+	CoverFinalRead      = "final-read"       // every log has a successful final read
+	CoverOpsSucceeded   = "ops-succeeded"    // at least one operation (besides final reads) succeeded
+	CoverHandoff        = "handoff"          // some role was acquired by two different members
+	CoverFence          = "fence"            // some write was fenced
+	CoverFaultTookHold  = "fault-took-hold"  // the nemesis verified that some fault held
+	CoverOpsAroundFault = "ops-around-fault" // operations succeeded before, during and after faults
+	CoverZombieFenced   = "zombie-fenced"    // a paused member's write was fenced after it resumed
+)
+
+// coverage evaluates one requirement: VerdictValid when it was met, VerdictInconclusive when
+// not, with details saying what was found.
+type coverage func(x *index) (bool, map[string]any)
+
+var coverages = map[string]coverage{
+	CoverFinalRead:      coverFinalRead,
+	CoverOpsSucceeded:   coverOpsSucceeded,
+	CoverHandoff:        coverHandoff,
+	CoverFence:          coverFence,
+	CoverFaultTookHold:  coverFaultTookHold,
+	CoverOpsAroundFault: coverOpsAroundFault,
+	CoverZombieFenced:   coverZombieFenced,
+}
+
+// Promises returns the names of every coverage requirement, sorted.
+func Promises() []string {
+	names := make([]string, 0, len(coverages))
+	for n := range coverages {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (c *run) checkCoverage() {
+	names := []string{CoverFinalRead, CoverOpsSucceeded}
+	for _, p := range c.cfg.promises {
+		if !slices.Contains(names, p) {
+			names = append(names, p)
+		}
+	}
+	for _, name := range names {
+		r := Result{Name: name, Verdict: VerdictValid, Details: map[string]any{}}
+		c.safely(&r, func() {
+			ok, details := coverages[name](c.x)
+			for k, v := range details {
+				r.Details[k] = v
+			}
+			if !ok {
+				r.Verdict = VerdictInconclusive
+			}
+		})
+		c.res.Coverage = append(c.res.Coverage, r)
+	}
+}
+
+func coverFinalRead(x *index) (bool, map[string]any) {
+	var missing []string
+	for _, id := range x.logIDs {
+		if x.logs[id].final < 0 {
+			missing = append(missing, id.String())
+		}
+	}
+	failed := 0
+	for i := range x.h.Ops {
+		if op := &x.h.Ops[i]; op.Kind == history.KindFinalRead && op.Type != history.TypeOK {
+			failed++
+		}
+	}
+	d := map[string]any{"logs": len(x.logIDs), "final_reads": x.finalCount}
+	if failed > 0 {
+		d["final_reads_failed"] = failed
+	}
+	if len(missing) > 0 {
+		d["missing"] = capStrings(missing, 20)
+	}
+	if x.h.Truncated {
+		d["truncated_at_line"] = x.h.TruncatedLine
+	}
+	return len(x.logIDs) > 0 && len(missing) == 0, d
+}
+
+func coverOpsSucceeded(x *index) (bool, map[string]any) {
+	ok := 0
+	for i := range x.h.Ops {
+		if op := &x.h.Ops[i]; op.Type == history.TypeOK && op.Kind != history.KindFinalRead {
+			ok++
+		}
+	}
+	return ok > 0, map[string]any{"ok": ok, "ops": len(x.h.Ops)}
+}
+
+func coverHandoff(x *index) (bool, map[string]any) {
+	roles := 0
+	for _, role := range x.roles {
+		members := map[uint16]bool{}
+		for _, ro := range x.byRole[role].ops {
+			if ro.kind == opAcquire && ro.typ == history.TypeOK {
+				members[ro.member] = true
+			}
+		}
+		if len(members) >= 2 {
+			roles++
+		}
+	}
+	return roles > 0, map[string]any{"roles_with_handoff": roles}
+}
+
+func coverFence(x *index) (bool, map[string]any) {
+	fenced := 0
+	for i := range x.h.Ops {
+		if op := &x.h.Ops[i]; op.Kind.IsWrite() && op.Type == history.TypeFail && op.Error == history.ErrorFenced {
+			fenced++
+		}
+	}
+	return fenced > 0, map[string]any{"fenced_writes": fenced}
+}
+
+func coverFaultTookHold(x *index) (bool, map[string]any) {
+	held := 0
+	for _, f := range x.h.Faults {
+		if f.TookHold {
+			held++
+		}
+	}
+	return held > 0, map[string]any{"faults": len(x.h.Faults), "took_hold": held}
+}
+
+func coverOpsAroundFault(x *index) (bool, map[string]any) {
+	var faults []history.Fault
+	for _, f := range x.h.Faults {
+		if f.Kind != history.KindMemberPause {
+			faults = append(faults, f)
+		}
+	}
+	if len(faults) == 0 {
+		return false, map[string]any{"faults": 0}
+	}
+	first, last := faults[0].Start, int64(0)
+	for _, f := range faults {
+		first = min(first, f.Start)
+		last = max(last, f.End)
+	}
+	before, during, after := 0, 0, 0
+	for i := range x.h.Ops {
+		op := &x.h.Ops[i]
+		if op.Type != history.TypeOK || op.Kind == history.KindFinalRead {
+			continue
+		}
+		switch {
+		case op.Return < first:
+			before++
+		case op.Invoke > last:
+			after++
+		}
+		for _, f := range faults {
+			if op.Invoke >= f.Start && op.Return <= f.End {
+				during++
+				break
+			}
+		}
+	}
+	d := map[string]any{"before": before, "during": during, "after": after}
+	if last == history.Never {
+		d["after"] = fmt.Sprintf("%d (a fault never ended)", after)
+	}
+	return before > 0 && during > 0 && after > 0, d
+}
+
+func coverZombieFenced(x *index) (bool, map[string]any) {
+	pauses, fenced := 0, 0
+	for _, f := range x.h.Faults {
+		if f.Kind != history.KindMemberPause {
+			continue
+		}
+		pauses++
+		rd := x.byRole[f.Role]
+		if rd == nil {
+			continue
+		}
+		for _, ro := range rd.ops {
+			m := rd.members[ro.member]
+			if m.member == f.Member && (f.Process == "" || m.process == f.Process) && ro.kind.isWrite() &&
+				ro.invoke >= f.End && ro.typ == history.TypeFail && ro.fenced() {
+				fenced++
+				break
+			}
+		}
+	}
+	return fenced > 0, map[string]any{"member_pauses": pauses, "zombies_fenced": fenced}
+}

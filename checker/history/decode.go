@@ -1,0 +1,565 @@
+package history
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// decoder decodes history lines without reflection. It knows the schema, skips keys it does
+// not know (so a newer writer's optional fields are tolerated), and interns the strings that
+// repeat (processes, members, roles, kinds, error classes), so a
+// large history costs few allocations.
+type decoder struct {
+	intern  map[string]string
+	scratch []byte
+	records []Record // reused while a read's records are decoded
+	// arena, when set, receives the records of every read of a chunk: the Builder copies
+	// what it keeps (see Builder.share), so a read costs no allocation of its own.
+	arena *[]Record
+	// ids caches recent write ids by hash: reads return the same records again and again,
+	// and a hit reuses the string instead of allocating it.
+	ids [1 << 12]string
+}
+
+var errSyntax = fmt.Errorf("invalid JSON: %w", ErrMalformed)
+
+// lexer is a cursor over one line.
+type lexer struct {
+	b []byte
+	i int
+}
+
+func (l *lexer) ws() {
+	if l.i < len(l.b) && l.b[l.i] > ' ' {
+		return // the writer puts no spaces between tokens
+	}
+	for l.i < len(l.b) {
+		switch l.b[l.i] {
+		case ' ', '\t', '\r', '\n':
+			l.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte, or 0 at the end.
+func (l *lexer) peek() byte {
+	l.ws()
+	if l.i < len(l.b) {
+		return l.b[l.i]
+	}
+	return 0
+}
+
+func (l *lexer) expect(c byte) error {
+	if l.peek() != c {
+		return l.errorf("want %q", c)
+	}
+	l.i++
+	return nil
+}
+
+func (l *lexer) errorf(format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if l.i >= len(l.b) {
+		return fmt.Errorf("%s at end of line: %w", msg, errSyntax)
+	}
+	return fmt.Errorf("%s at column %d: %w", msg, l.i+1, errSyntax)
+}
+
+// object calls field for every key of the object at the cursor; field must consume the value.
+func (l *lexer) object(d *decoder, field func(key []byte) error) error {
+	if err := l.expect('{'); err != nil {
+		return err
+	}
+	if l.peek() == '}' {
+		l.i++
+		return nil
+	}
+	for {
+		key, err := l.rawString(d)
+		if err != nil {
+			return err
+		}
+		if err := l.expect(':'); err != nil {
+			return err
+		}
+		if err := field(key); err != nil {
+			return err
+		}
+		switch l.peek() {
+		case ',':
+			l.i++
+		case '}':
+			l.i++
+			return nil
+		default:
+			return l.errorf("want ',' or '}'")
+		}
+	}
+}
+
+// array calls elem for every element of the array at the cursor.
+func (l *lexer) array(elem func() error) error {
+	if err := l.expect('['); err != nil {
+		return err
+	}
+	if l.peek() == ']' {
+		l.i++
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
+		switch l.peek() {
+		case ',':
+			l.i++
+		case ']':
+			l.i++
+			return nil
+		default:
+			return l.errorf("want ',' or ']'")
+		}
+	}
+}
+
+// rawString returns the string at the cursor, unescaped. The bytes are valid until the next
+// call; they alias the line or the decoder's scratch buffer. Raw control characters inside a
+// string are accepted (a strict JSON parser refuses them; nothing this package writes has
+// them).
+func (l *lexer) rawString(d *decoder) ([]byte, error) {
+	if l.i >= len(l.b) || l.b[l.i] != '"' {
+		if l.peek() != '"' {
+			return nil, l.errorf("want a string")
+		}
+	}
+	start := l.i + 1
+	b := l.b
+	for j := start; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			l.i = j + 1
+			return b[start:j], nil
+		case '\\':
+			return l.escapedString(d, start)
+		}
+	}
+	l.i = len(b)
+	return nil, l.errorf("unterminated string")
+}
+
+func (l *lexer) escapedString(d *decoder, start int) ([]byte, error) {
+	out := d.scratch[:0]
+	l.i = start
+	for l.i < len(l.b) {
+		c := l.b[l.i]
+		switch {
+		case c == '"':
+			l.i++
+			d.scratch = out
+			return out, nil
+		case c != '\\':
+			out = append(out, c)
+			l.i++
+			continue
+		}
+		if l.i+1 >= len(l.b) {
+			break
+		}
+		e := l.b[l.i+1]
+		l.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := l.hex4()
+			if !ok {
+				return nil, l.errorf("bad \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := rune(utf8.RuneError)
+				if l.i+1 < len(l.b) && l.b[l.i] == '\\' && l.b[l.i+1] == 'u' {
+					save := l.i
+					l.i += 2
+					if lo, ok := l.hex4(); ok {
+						r2 = utf16.DecodeRune(r, lo)
+					} else {
+						l.i = save
+					}
+				}
+				r = r2
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return nil, l.errorf("bad escape \\%c", e)
+		}
+	}
+	return nil, l.errorf("unterminated string")
+}
+
+func (l *lexer) hex4() (rune, bool) {
+	if l.i+4 > len(l.b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range l.b[l.i : l.i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	l.i += 4
+	return r, true
+}
+
+// writeID returns the write id at the cursor. Write ids are too many to intern in a map (a
+// large table, a cache miss a lookup); a small direct-mapped cache catches the records that
+// reads repeat.
+func (l *lexer) writeID(d *decoder) (string, error) {
+	b, err := l.rawString(d)
+	if err != nil {
+		return "", err
+	}
+	h := uint32(2166136261) // FNV-1a
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	slot := &d.ids[h&(uint32(len(d.ids))-1)]
+	if *slot != string(b) {
+		*slot = string(b)
+	}
+	return *slot, nil
+}
+
+// str returns the string at the cursor, interned.
+func (l *lexer) str(d *decoder) (string, error) {
+	b, err := l.rawString(d)
+	if err != nil {
+		return "", err
+	}
+	return d.internBytes(b), nil
+}
+
+func (d *decoder) internBytes(b []byte) string {
+	if s, ok := d.intern[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if d.intern == nil {
+		d.intern = make(map[string]string)
+	}
+	d.intern[s] = s
+	return s
+}
+
+// int returns the integer at the cursor.
+func (l *lexer) int(bits int) (int64, error) {
+	l.ws()
+	start := l.i
+	if l.i < len(l.b) && l.b[l.i] == '-' {
+		l.i++
+	}
+	var v uint64
+	digits := 0
+	for l.i < len(l.b) && l.b[l.i] >= '0' && l.b[l.i] <= '9' {
+		if v > (1<<63)/10 {
+			return 0, l.errorf("integer overflow")
+		}
+		v = v*10 + uint64(l.b[l.i]-'0')
+		l.i++
+		digits++
+	}
+	if digits == 0 {
+		return 0, l.errorf("want an integer")
+	}
+	if l.i < len(l.b) {
+		switch l.b[l.i] {
+		case '.', 'e', 'E':
+			return 0, l.errorf("want an integer")
+		}
+	}
+	neg := l.b[start] == '-'
+	limit := uint64(1) << (bits - 1)
+	if (!neg && v >= limit) || (neg && v > limit) {
+		return 0, l.errorf("integer overflows int%d", bits)
+	}
+	if neg {
+		return -int64(v), nil
+	}
+	return int64(v), nil
+}
+
+func (l *lexer) bool() (bool, error) {
+	l.ws()
+	switch {
+	case hasPrefix(l.b[l.i:], "true"):
+		l.i += 4
+		return true, nil
+	case hasPrefix(l.b[l.i:], "false"):
+		l.i += 5
+		return false, nil
+	}
+	return false, l.errorf("want a boolean")
+}
+
+func hasPrefix(b []byte, s string) bool { return len(b) >= len(s) && string(b[:len(s)]) == s }
+
+// null consumes a null and reports whether there was one.
+func (l *lexer) null() bool {
+	l.ws()
+	if hasPrefix(l.b[l.i:], "null") {
+		l.i += 4
+		return true
+	}
+	return false
+}
+
+// skip consumes one value of any type.
+func (l *lexer) skip(d *decoder) error {
+	switch c := l.peek(); {
+	case c == '{':
+		return l.object(d, func([]byte) error { return l.skip(d) })
+	case c == '[':
+		return l.array(func() error { return l.skip(d) })
+	case c == '"':
+		_, err := l.rawString(d)
+		return err
+	case c == 't' || c == 'f':
+		_, err := l.bool()
+		return err
+	case c == 'n':
+		if l.null() {
+			return nil
+		}
+	case c == '-' || (c >= '0' && c <= '9'):
+		for l.i < len(l.b) && isNumberByte(l.b[l.i]) {
+			l.i++
+		}
+		return nil
+	}
+	return l.errorf("want a value")
+}
+
+// decodeLine decodes one line into e, which must be zero.
+func (d *decoder) decodeLine(line []byte, e *Event) error {
+	l := lexer{b: line}
+	var metaRaw []byte
+	err := l.object(d, func(key []byte) error {
+		var err error
+		switch string(key) {
+		case "type":
+			var b []byte
+			if b, err = l.rawString(d); err == nil {
+				var ok bool
+				if e.Type, ok = parseType(b); !ok {
+					return l.errorf("unknown event type %q", b)
+				}
+			}
+		case "time":
+			e.Time, err = l.int(64)
+		case "id":
+			e.ID, err = l.int(64)
+		case "client":
+			var v int64
+			v, err = l.int(64)
+			e.Client = int(v)
+		case "process":
+			e.Process, err = l.str(d)
+		case "member":
+			e.Member, err = l.str(d)
+		case "role":
+			e.Role, err = l.str(d)
+		case "kind":
+			var s string
+			s, err = l.str(d)
+			e.Kind = Kind(s)
+		case "args":
+			err = d.args(&l, &e.Args)
+		case "result":
+			err = d.result(&l, &e.Result)
+		case "error":
+			e.Error, err = l.str(d)
+		case "fault":
+			e.Fault, err = l.int(64)
+		case "targets":
+			err = l.array(func() error {
+				s, err := l.str(d)
+				e.Targets = append(e.Targets, s)
+				return err
+			})
+		case "desc":
+			e.Desc, err = l.str(d)
+		case "took_hold":
+			e.TookHold, err = l.bool()
+		case "format":
+			var v int64
+			v, err = l.int(32)
+			e.Format = int(v)
+		case "meta":
+			start := l.i
+			if err = l.skip(d); err == nil {
+				metaRaw = l.b[start:l.i]
+			}
+		default:
+			err = l.skip(d)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if l.peek() != 0 {
+		return l.errorf("text after the object")
+	}
+	if e.Type == 0 {
+		return fmt.Errorf("no type: %w", errSyntax)
+	}
+	if metaRaw != nil && e.Type == TypeHeader {
+		e.Meta = new(Meta)
+		if err := json.Unmarshal(metaRaw, e.Meta); err != nil {
+			return fmt.Errorf("header meta: %w", err)
+		}
+	}
+	return nil
+}
+
+func (d *decoder) args(l *lexer, a *Args) error {
+	if l.null() {
+		return nil
+	}
+	return l.object(d, func(key []byte) error {
+		var err error
+		switch string(key) {
+		case "token":
+			a.Token, err = d.token(l)
+		case "write_id":
+			a.WriteID, err = l.writeID(d)
+		case "work_partition":
+			var v int64
+			v, err = l.int(32)
+			a.Log = WorkLog(int32(v))
+		default:
+			err = l.skip(d)
+		}
+		return err
+	})
+}
+
+func (d *decoder) token(l *lexer) (Token, error) {
+	t := Token{}
+	err := l.object(d, func(key []byte) error {
+		var err error
+		var v int64
+		switch string(key) {
+		case "producer_id":
+			t.ProducerID, err = l.int(64)
+		case "epoch":
+			v, err = l.int(16)
+			t.Epoch = int16(v)
+		default:
+			err = l.skip(d)
+		}
+		return err
+	})
+	return t, err
+}
+
+func (d *decoder) result(l *lexer, r *Result) error {
+	if l.null() {
+		return nil
+	}
+	return l.object(d, func(key []byte) error {
+		var err error
+		switch string(key) {
+		case "token":
+			if l.null() {
+				return nil
+			}
+			var t Token
+			t, err = d.token(l)
+			r.Token = &t
+		case "held":
+			r.Held, err = l.bool()
+		case "offset":
+			var v int64
+			v, err = l.int(64)
+			r.Offset = &v
+		case "records":
+			recs := d.records[:0]
+			err = l.array(func() error {
+				recs = append(recs, Record{Token: NoToken})
+				return d.record(l, &recs[len(recs)-1])
+			})
+			if d.arena != nil {
+				start := len(*d.arena)
+				*d.arena = append(*d.arena, recs...)
+				r.Records = (*d.arena)[start:len(*d.arena):len(*d.arena)]
+			} else {
+				r.Records = append(make([]Record, 0, len(recs)), recs...)
+			}
+			clear(recs) // drop the strings the scratch would keep alive
+			d.records = recs[:0]
+		default:
+			err = l.skip(d)
+		}
+		return err
+	})
+}
+
+func (d *decoder) record(l *lexer, r *Record) error {
+	err := l.object(d, func(key []byte) error {
+		var err error
+		switch string(key) {
+		case "offset":
+			r.Offset, err = l.int(64)
+		case "kind":
+			var b []byte
+			if b, err = l.rawString(d); err == nil {
+				var ok bool
+				if r.Kind, ok = parseRecordKind(b); !ok {
+					return l.errorf("unknown record kind %q", b)
+				}
+			}
+		case "member":
+			r.Member, err = l.str(d)
+		case "role":
+			r.Role, err = l.str(d)
+		case "token":
+			r.Token, err = d.token(l)
+		case "write_id":
+			r.WriteID, err = l.writeID(d)
+		default:
+			err = l.skip(d)
+		}
+		return err
+	})
+	if err == nil && r.Kind == 0 {
+		err = l.errorf("record without a kind")
+	}
+	return err
+}
+
+func isNumberByte(c byte) bool {
+	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}

@@ -1,0 +1,340 @@
+package history
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// FormatVersion is the version of the history format this package writes and the newest it
+// reads. Bump it when a line changes meaning; adding an optional field does not need a bump,
+// because readers skip fields they do not know.
+const FormatVersion = 1
+
+// EventType tags a line: the header, an invoke, one of the three completions, or the start
+// or end of a fault window.
+type EventType uint8
+
+// The event types. The zero value is invalid, so a forgotten Type is caught by the writer.
+const (
+	TypeHeader EventType = iota + 1
+	TypeInvoke
+	TypeOK   // the operation happened; the result is in the event
+	TypeFail // the operation certainly did not happen
+	TypeInfo // the operation may or may not have happened
+	TypeFaultStart
+	TypeFaultEnd
+)
+
+var typeNames = [...]string{
+	TypeHeader:     "header",
+	TypeInvoke:     "invoke",
+	TypeOK:         "ok",
+	TypeFail:       "fail",
+	TypeInfo:       "info",
+	TypeFaultStart: "fault-start",
+	TypeFaultEnd:   "fault-end",
+}
+
+// String returns the type's name as it appears in the file.
+func (t EventType) String() string {
+	if int(t) < len(typeNames) && typeNames[t] != "" {
+		return typeNames[t]
+	}
+	return "EventType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// IsCompletion reports whether t is ok, fail or info.
+func (t EventType) IsCompletion() bool { return t == TypeOK || t == TypeFail || t == TypeInfo }
+
+// MarshalText encodes the type as its name.
+func (t EventType) MarshalText() ([]byte, error) {
+	if int(t) >= len(typeNames) || typeNames[t] == "" {
+		return nil, fmt.Errorf("event type %d: %w", t, ErrMalformed)
+	}
+	return []byte(typeNames[t]), nil
+}
+
+// UnmarshalText decodes a type name.
+func (t *EventType) UnmarshalText(b []byte) error {
+	v, ok := parseType(b)
+	if !ok {
+		return fmt.Errorf("event type %q: %w", b, ErrMalformed)
+	}
+	*t = v
+	return nil
+}
+
+func parseType(b []byte) (EventType, bool) {
+	for i, n := range typeNames {
+		if n != "" && n == string(b) {
+			return EventType(i), true
+		}
+	}
+	return 0, false
+}
+
+// Kind is the kind of an operation or of a fault window. Operation kinds are the constants
+// below; fault kinds are named by the nemesis, except [KindMemberPause].
+type Kind string
+
+// Operation kinds (SEMANTICS.md §1).
+const (
+	KindRegister   Kind = "register"    // append a registration; ok result: offset
+	KindAcquire    Kind = "acquire"     // mint a fencing token; ok result: token
+	KindWriteLease Kind = "write-lease" // write the lease under the minted token
+	KindWork       Kind = "work"        // a fenced application write through the bound producer
+	KindRead       Kind = "read"        // read a committed log during the run
+	KindDescribe   Kind = "describe"    // ask the coordinator which token holds the role
+	KindFinalRead  Kind = "final-read"  // read a committed log after healing: the reference
+)
+
+// KindMemberPause is the fault kind of a paused member (a zombie): the window names the
+// process, role and member that were frozen.
+const KindMemberPause Kind = "member-pause"
+
+// IsWrite reports whether k is a fenced write (a lease write or a work write).
+func (k Kind) IsWrite() bool { return k == KindWriteLease || k == KindWork }
+
+// IsRead reports whether k reads a committed log.
+func (k Kind) IsRead() bool { return k == KindRead || k == KindFinalRead }
+
+func (k Kind) valid() bool {
+	switch k {
+	case KindRegister, KindAcquire, KindWriteLease, KindWork, KindRead, KindDescribe, KindFinalRead:
+		return true
+	}
+	return false
+}
+
+// Well-known error classes of completions. The transport or the recorder owns the choice of
+// class; the checker interprets only ErrorFenced (the broker or the coordinator rejected the
+// epoch). Other classes are kept as recorded and shown in reports.
+const (
+	ErrorFenced  = "fenced"   // the epoch check rejected the operation
+	ErrorNotHeld = "not-held" // checked locally before any I/O: the process holds no such token
+	ErrorTimeout = "timeout"  // the operation did not finish in time
+)
+
+// Token is a fencing token: the (producer id, epoch) pair the transaction coordinator minted.
+// Tokens order lexicographically. Kafka hands out producer ids from 0 and epochs from 0, so
+// (0, 0) is a real token; [NoToken] stands for "none".
+type Token struct {
+	ProducerID int64 `json:"producer_id"`
+	Epoch      int16 `json:"epoch"`
+}
+
+// NoToken is Kafka's "no producer id, no epoch" (-1, -1). It sorts before every real token.
+var NoToken = Token{ProducerID: -1, Epoch: -1}
+
+// Valid reports whether t is a real token rather than NoToken.
+func (t Token) Valid() bool { return t.ProducerID >= 0 }
+
+// Compare returns -1, 0 or +1 as t sorts before, equal to or after u, lexicographically on
+// (producer id, epoch).
+func (t Token) Compare(u Token) int {
+	switch {
+	case t.ProducerID < u.ProducerID:
+		return -1
+	case t.ProducerID > u.ProducerID:
+		return 1
+	case t.Epoch < u.Epoch:
+		return -1
+	case t.Epoch > u.Epoch:
+		return 1
+	}
+	return 0
+}
+
+// Less reports whether t sorts before u.
+func (t Token) Less(u Token) bool { return t.Compare(u) < 0 }
+
+// String formats the token as "(producer id,epoch)", or "none" for NoToken.
+func (t Token) String() string {
+	if !t.Valid() {
+		return "none"
+	}
+	return "(" + strconv.FormatInt(t.ProducerID, 10) + "," + strconv.Itoa(int(t.Epoch)) + ")"
+}
+
+// LogID names one committed log: the lease log of a role (its registrations and lease
+// records) or one partition of the work topic. LogID is comparable, so it keys maps.
+type LogID struct {
+	Role      string // the role, for a lease log; empty for a work partition
+	Work      bool   // true for a work-topic partition
+	Partition int32  // the work partition, when Work is set
+}
+
+// RoleLog names the lease log of role.
+func RoleLog(role string) LogID { return LogID{Role: role} }
+
+// WorkLog names partition p of the work topic.
+func WorkLog(p int32) LogID { return LogID{Work: true, Partition: p} }
+
+// String formats the log as "lease:<role>" or "work:<partition>".
+func (l LogID) String() string {
+	if l.Work {
+		return "work:" + strconv.Itoa(int(l.Partition))
+	}
+	return "lease:" + l.Role
+}
+
+// RecordKind says what a record of a committed log is.
+type RecordKind uint8
+
+// Record kinds. Registrations and lease records share a role's lease log; work records live
+// on the work topic.
+const (
+	RecordRegistration RecordKind = iota + 1
+	RecordLease
+	RecordWork
+)
+
+var recordKindNames = [...]string{
+	RecordRegistration: "registration",
+	RecordLease:        "lease",
+	RecordWork:         "work",
+}
+
+// String returns the kind's name as it appears in the file.
+func (k RecordKind) String() string {
+	if int(k) < len(recordKindNames) && recordKindNames[k] != "" {
+		return recordKindNames[k]
+	}
+	return "RecordKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// MarshalText encodes the kind as its name.
+func (k RecordKind) MarshalText() ([]byte, error) {
+	if int(k) >= len(recordKindNames) || recordKindNames[k] == "" {
+		return nil, fmt.Errorf("record kind %d: %w", k, ErrMalformed)
+	}
+	return []byte(recordKindNames[k]), nil
+}
+
+// UnmarshalText decodes a kind name.
+func (k *RecordKind) UnmarshalText(b []byte) error {
+	v, ok := parseRecordKind(b)
+	if !ok {
+		return fmt.Errorf("record kind %q: %w", b, ErrMalformed)
+	}
+	*k = v
+	return nil
+}
+
+func parseRecordKind(b []byte) (RecordKind, bool) {
+	switch string(b) {
+	case "registration":
+		return RecordRegistration, true
+	case "lease":
+		return RecordLease, true
+	case "work":
+		return RecordWork, true
+	}
+	return 0, false
+}
+
+// Record is one record of a committed log as a read returned it. Lease and work records carry
+// the token their writer minted and the writer's unique write id; a registration carries only
+// its member. Role names the writer's role in a work record (the work topic is shared); it is
+// empty in a lease log, whose role is the log's.
+type Record struct {
+	Offset  int64
+	Kind    RecordKind
+	Member  string
+	Role    string
+	Token   Token // lease and work records only; the reader sets NoToken on registrations
+	WriteID string
+}
+
+// Args are an operation's arguments. Which fields are meaningful depends on the kind (see the
+// package documentation).
+type Args struct {
+	// Token is the minted token a write runs under (write-lease, work); the Builder sets
+	// NoToken on every other kind.
+	Token Token
+	// WriteID identifies the write's record in every log that holds it (write-lease, work).
+	WriteID string
+	// Log is the log the operation writes or reads. In the file only a work partition is
+	// written (args.work_partition); the reader sets the role's lease log otherwise.
+	Log LogID
+}
+
+// Result is what an ok completion returned.
+type Result struct {
+	// Token is the token an acquire minted, or the pair a describe reported when Held.
+	Token *Token
+	// Held is describe's answer: false means the coordinator knows no holder ("none").
+	Held bool
+	// Offset is a registration's offset in the role's lease log: its join sequence.
+	Offset *int64
+	// Records are a read's records in offset order. Reads of one log that agree share their
+	// records' array (see Builder): treat records as read-only.
+	Records []Record
+}
+
+// Meta is the header's run metadata. The checker uses LeaseDuration, ProducerIDs and
+// Promises; the rest identifies the run.
+type Meta struct {
+	Run                string `json:"run,omitempty"`
+	Scenario           string `json:"scenario,omitempty"`
+	Seed               uint64 `json:"seed,omitempty"`
+	Started            string `json:"started,omitempty"` // wall clock, RFC 3339
+	Cluster            string `json:"cluster,omitempty"` // embedded, local, containers, external
+	TransactionVersion int    `json:"transaction_version,omitempty"`
+	LeaseDuration      int64  `json:"lease_ns,omitempty"` // the transport's lease (= transaction timeout), ns
+	// ProducerIDs is "ordered" (Kafka: ids come in increasing blocks, so a rotation still sorts
+	// later) or "hashed" (kfake: a producer-id change is not comparable). Empty means ordered.
+	ProducerIDs string `json:"producer_ids,omitempty"`
+	// Promises are the coverage the scenario promises (for example "handoff", "fence"), so an
+	// offline re-check judges coverage as the run did.
+	Promises []string          `json:"promises,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+}
+
+// Producer-id orderings for [Meta.ProducerIDs].
+const (
+	ProducerIDsOrdered = "ordered"
+	ProducerIDsHashed  = "hashed"
+)
+
+// Event is one line of a history file. Which fields a line uses depends on its Type:
+//
+//   - header: Format (set by the writer when zero) and Meta;
+//   - invoke: ID, Time, Client (porcupine client id), Process, Member, Role, Kind, Args;
+//   - ok, fail, info: ID, Time, Result (ok), Error (the error class, fail and info);
+//   - fault-start: Fault, Time, Kind, Targets, Desc, and Process, Role, Member for a pause;
+//   - fault-end: Fault, Time, TookHold.
+type Event struct {
+	Type EventType
+	Time int64 // nanoseconds since the run started (monotonic)
+
+	ID      int64 // operation id, unique in the run
+	Client  int   // porcupine client id; retired after an info completion
+	Process string
+	Member  string
+	Role    string
+	Kind    Kind
+	Args    Args
+	Result  Result
+	Error   string
+
+	Fault    int64 // fault window id, unique in the run
+	Targets  []string
+	Desc     string
+	TookHold bool
+
+	Format int
+	Meta   *Meta
+}
+
+// MarshalJSON encodes the event as its history line (without the newline).
+func (e Event) MarshalJSON() ([]byte, error) {
+	return appendEvent(nil, &e)
+}
+
+// UnmarshalJSON decodes one history line.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var d decoder
+	*e = Event{}
+	return d.decodeLine(b, e)
+}

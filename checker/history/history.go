@@ -1,0 +1,327 @@
+package history
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Errors the reader and the builder return, for errors.Is.
+var (
+	// ErrMalformed marks a line or an event sequence that is not a valid history.
+	ErrMalformed = errors.New("malformed history")
+	// ErrFormat marks a history written in a format version this package does not read.
+	ErrFormat = errors.New("unsupported history format")
+)
+
+// Never is the return time of an operation that never completed (a killed run).
+const Never int64 = math.MaxInt64
+
+// History is a run's history with every operation's invoke and completion joined.
+type History struct {
+	Format int
+	Meta   Meta
+	// Ops are the operations in the order of their invoke lines.
+	Ops []Op
+	// Faults are the fault windows (member pauses included) in the order they started.
+	Faults []Fault
+	// End is the latest time any event carries.
+	End int64
+	// Truncated is set when the last line was cut short (a killed run) and skipped;
+	// TruncatedLine is its line number.
+	Truncated     bool
+	TruncatedLine int
+}
+
+// Op is one operation: its invoke and its completion.
+type Op struct {
+	ID      int64
+	Client  int
+	Process string
+	Member  string
+	Role    string
+	Kind    Kind
+	Args    Args
+	Invoke  int64
+	Return  int64     // completion time, or Never while pending
+	Type    EventType // TypeOK, TypeFail or TypeInfo; a pending operation is TypeInfo
+	Pending bool      // no completion was recorded
+	Result  Result
+	Error   string
+}
+
+// Fault is one fault window.
+type Fault struct {
+	ID       int64
+	Kind     Kind
+	Targets  []string
+	Desc     string
+	Process  string // member pauses
+	Role     string
+	Member   string
+	Start    int64
+	End      int64 // Never while the window never closed
+	TookHold bool
+}
+
+// Builder joins events into a History. The reader uses it; so can code that builds histories
+// in memory. The first event must be the header. A Builder is not safe for concurrent use.
+type Builder struct {
+	h History
+	// Operation ids → index in h.Ops: dense holds ids in [0, len(dense)) (the common case of
+	// ids counting up from 0 or 1: no hashing, and recent ids stay in cache), sparse the rest.
+	dense     []int32
+	sparse    map[int64]int32
+	faults    map[int64]int32
+	sawHeader bool
+	// logs holds, per log, the longest run of records its reads agreed on so far; reads that
+	// are prefixes of it share its array (see share). shared lists those reads.
+	logs   map[LogID][]Record
+	shared []int32
+}
+
+// NewBuilder returns an empty builder. sizeHint, when positive, is the expected number of
+// operations.
+func NewBuilder(sizeHint int) *Builder {
+	if sizeHint < 0 {
+		sizeHint = 0
+	}
+	return &Builder{
+		h:      History{Ops: make([]Op, 0, sizeHint)},
+		sparse: map[int64]int32{},
+		faults: map[int64]int32{},
+		logs:   map[LogID][]Record{},
+	}
+}
+
+// lookup returns the index of operation id.
+func (b *Builder) lookup(id int64) (int32, bool) {
+	if id >= 0 && id < int64(len(b.dense)) && b.dense[id] >= 0 {
+		return b.dense[id], true
+	}
+	if len(b.sparse) == 0 {
+		return 0, false
+	}
+	i, ok := b.sparse[id]
+	return i, ok
+}
+
+// remember records that operation id is at index i. Ids up to twice the number of
+// operations so far go to the dense table.
+func (b *Builder) remember(id int64, i int32) {
+	if id >= 0 && id < 2*int64(len(b.h.Ops))+1024 {
+		if id >= int64(len(b.dense)) {
+			n := max(id+1, 2*int64(len(b.dense)))
+			for int64(len(b.dense)) < n {
+				b.dense = append(b.dense, -1)
+			}
+		}
+		b.dense[id] = i
+		return
+	}
+	b.sparse[id] = i
+}
+
+// Add adds one event. It rejects (wrapping ErrMalformed) an event before the header, a second
+// header, a duplicate operation or fault id, a completion without its invoke or a second
+// completion, an unknown operation kind, and a result that does not fit its operation; it
+// rejects a newer format with ErrFormat (a header's zero Format means FormatVersion). The
+// builder keeps e's slices, except a read's records, which it copies.
+func (b *Builder) Add(e *Event) error {
+	if e.Time > b.h.End && e.Time != Never {
+		b.h.End = e.Time
+	}
+	if e.Type == TypeHeader {
+		if b.sawHeader {
+			return fmt.Errorf("second header: %w", ErrMalformed)
+		}
+		b.sawHeader = true
+		format := e.Format
+		if format == 0 {
+			format = FormatVersion // as the Writer writes it
+		}
+		if format > FormatVersion || format < 1 {
+			return fmt.Errorf("format %d, this reader knows 1 to %d: %w", format, FormatVersion, ErrFormat)
+		}
+		b.h.Format = format
+		if e.Meta != nil {
+			b.h.Meta = *e.Meta
+		}
+		return nil
+	}
+	if !b.sawHeader {
+		return fmt.Errorf("%s event before the header: %w", e.Type, ErrMalformed)
+	}
+	switch e.Type {
+	case TypeInvoke:
+		return b.invoke(e)
+	case TypeOK, TypeFail, TypeInfo:
+		return b.complete(e)
+	case TypeFaultStart:
+		if _, dup := b.faults[e.Fault]; dup {
+			return fmt.Errorf("fault %d started twice: %w", e.Fault, ErrMalformed)
+		}
+		b.faults[e.Fault] = int32(len(b.h.Faults))
+		b.h.Faults = append(b.h.Faults, Fault{
+			ID: e.Fault, Kind: e.Kind, Targets: e.Targets, Desc: e.Desc,
+			Process: e.Process, Role: e.Role, Member: e.Member,
+			Start: e.Time, End: Never,
+		})
+		return nil
+	case TypeFaultEnd:
+		i, ok := b.faults[e.Fault]
+		if !ok {
+			return fmt.Errorf("end of fault %d that never started: %w", e.Fault, ErrMalformed)
+		}
+		f := &b.h.Faults[i]
+		if f.End != Never {
+			return fmt.Errorf("fault %d ended twice: %w", e.Fault, ErrMalformed)
+		}
+		f.End, f.TookHold = e.Time, e.TookHold
+		return nil
+	}
+	return fmt.Errorf("event type %d: %w", e.Type, ErrMalformed)
+}
+
+func (b *Builder) invoke(e *Event) error {
+	if !e.Kind.valid() {
+		return fmt.Errorf("op %d: unknown kind %q: %w", e.ID, e.Kind, ErrMalformed)
+	}
+	if _, dup := b.lookup(e.ID); dup {
+		return fmt.Errorf("op %d invoked twice: %w", e.ID, ErrMalformed)
+	}
+	if len(b.h.Ops) >= math.MaxInt32 {
+		return fmt.Errorf("more than %d operations: %w", math.MaxInt32, ErrMalformed)
+	}
+	args := e.Args
+	switch e.Kind {
+	case KindWriteLease:
+		args.Log = RoleLog(e.Role)
+	case KindWork:
+		if !args.Log.Work {
+			return fmt.Errorf("op %d: work without a work partition: %w", e.ID, ErrMalformed)
+		}
+		args.Log.Role = ""
+	case KindRead, KindFinalRead:
+		if args.Log.Work {
+			args.Log.Role = ""
+		} else {
+			args.Log = RoleLog(e.Role)
+		}
+	default:
+		args.Log = LogID{}
+	}
+	if e.Kind.IsWrite() {
+		if args.WriteID == "" {
+			return fmt.Errorf("op %d: %s without a write id: %w", e.ID, e.Kind, ErrMalformed)
+		}
+	} else {
+		args.Token, args.WriteID = NoToken, ""
+	}
+	b.remember(e.ID, int32(len(b.h.Ops)))
+	b.h.Ops = append(b.h.Ops, Op{
+		ID: e.ID, Client: e.Client, Process: e.Process, Member: e.Member, Role: e.Role,
+		Kind: e.Kind, Args: args, Invoke: e.Time, Return: Never, Type: TypeInfo, Pending: true,
+	})
+	return nil
+}
+
+func (b *Builder) complete(e *Event) error {
+	i, ok := b.lookup(e.ID)
+	if !ok {
+		return fmt.Errorf("%s of op %d that was never invoked: %w", e.Type, e.ID, ErrMalformed)
+	}
+	op := &b.h.Ops[i]
+	if !op.Pending {
+		return fmt.Errorf("op %d completed twice: %w", e.ID, ErrMalformed)
+	}
+	if e.Type == TypeOK {
+		if err := checkResult(op.Kind, &e.Result); err != nil {
+			return fmt.Errorf("op %d: %w", e.ID, err)
+		}
+		op.Result = e.Result
+		if op.Kind.IsRead() {
+			op.Result.Records = b.share(i, op.Args.Log, op.Result.Records)
+		} else {
+			op.Result.Records = nil // only reads return records
+		}
+	}
+	op.Pending, op.Type, op.Return, op.Error = false, e.Type, e.Time, e.Error
+	return nil
+}
+
+// share returns a copy of recs, op's records: a slice of the array that the reads of log
+// share when recs agree with what they read. Every read of a log returns a prefix of the same
+// committed log (read-prefix), so a history with many reads would otherwise hold the same
+// records many times over. The shared slices have no spare capacity: appending to one copies
+// it. History re-points them all at their log's final array, so the arrays the growth left
+// behind become garbage.
+//
+// The reader passes records that live in its chunk buffers: what the Builder keeps, it copies.
+func (b *Builder) share(op int32, log LogID, recs []Record) []Record {
+	if len(recs) == 0 {
+		if recs == nil {
+			return nil
+		}
+		return []Record{}
+	}
+	canon := b.logs[log]
+	n := min(len(recs), len(canon))
+	for i := range n {
+		if recs[i] != canon[i] {
+			return slices.Clone(recs) // not a prefix of what the others read: keep its own
+		}
+	}
+	if len(recs) > len(canon) {
+		if len(recs) > cap(canon) {
+			// Grow by an eighth, not append's doubling: these arrays are most of a large
+			// history's records, and the slack would stay for good (the arrays left behind
+			// do not: see History).
+			grown := make([]Record, len(canon), len(recs)+len(recs)/8)
+			copy(grown, canon)
+			canon = grown
+		}
+		canon = append(canon, recs[len(canon):]...)
+		b.logs[log] = canon
+	}
+	b.shared = append(b.shared, op)
+	return canon[:len(recs):len(recs)]
+}
+
+// checkResult verifies that an ok result carries what its kind promises.
+func checkResult(k Kind, r *Result) error {
+	switch k {
+	case KindAcquire:
+		if r.Token == nil {
+			return fmt.Errorf("ok acquire without a token: %w", ErrMalformed)
+		}
+	case KindDescribe:
+		if r.Held != (r.Token != nil) {
+			return fmt.Errorf("describe with held=%t but token %v: %w", r.Held, r.Token, ErrMalformed)
+		}
+	case KindRegister:
+		if r.Offset == nil {
+			return fmt.Errorf("ok register without an offset: %w", ErrMalformed)
+		}
+	}
+	return nil
+}
+
+// History returns the history built so far, its faults sorted by start. Operations still
+// pending are TypeInfo with Return set to Never. The builder must not be used afterwards.
+func (b *Builder) History() *History {
+	h := &b.h
+	if !b.sawHeader {
+		h.Format = FormatVersion
+	}
+	slices.SortStableFunc(h.Faults, func(a, b Fault) int { return cmp.Compare(a.Start, b.Start) })
+	for _, i := range b.shared {
+		op := &h.Ops[i]
+		n := len(op.Result.Records)
+		op.Result.Records = b.logs[op.Args.Log][:n:n]
+	}
+	b.shared = b.shared[:0]
+	return h
+}

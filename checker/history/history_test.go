@@ -1,0 +1,461 @@
+package history_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/checker/checkertest"
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+func generated(t testing.TB, seed uint64) *history.History {
+	t.Helper()
+	cfg := checkertest.DefaultConfig()
+	cfg.Indeterminate = 0.2 // plenty of info completions
+	return checkertest.Generate(cfg, rand.New(rand.NewPCG(seed, 3)))
+}
+
+func encode(t testing.TB, h *history.History) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := history.Encode(&buf, h); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func byID(h *history.History) map[int64]history.Op {
+	m := map[int64]history.Op{}
+	for _, op := range h.Ops {
+		if op.Result.Records != nil && len(op.Result.Records) == 0 {
+			op.Result.Records = nil // an empty read is written without records
+		}
+		m[op.ID] = op
+	}
+	return m
+}
+
+func TestEncodeThenReadGivesBackTheHistory(t *testing.T) {
+	for seed := range uint64(5) {
+		h := generated(t, seed)
+		got, err := history.Read(bytes.NewReader(encode(t, h)))
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if got.Truncated || got.Format != history.FormatVersion || !reflect.DeepEqual(got.Meta, h.Meta) {
+			t.Fatalf("seed %d: header %+v, truncated %t", seed, got.Meta, got.Truncated)
+		}
+		want := byID(h)
+		if len(got.Ops) != len(want) {
+			t.Fatalf("seed %d: %d ops, want %d", seed, len(got.Ops), len(want))
+		}
+		for id, op := range byID(got) {
+			if !reflect.DeepEqual(op, want[id]) {
+				t.Fatalf("seed %d: op %d\n got %+v\nwant %+v", seed, id, op, want[id])
+			}
+		}
+		if !reflect.DeepEqual(got.Faults, h.Faults) {
+			t.Fatalf("seed %d: faults\n got %+v\nwant %+v", seed, got.Faults, h.Faults)
+		}
+	}
+}
+
+// wire mirrors the line schema for encoding/json, the reference the hand-written codec must
+// agree with.
+type wire struct {
+	Type    string `json:"type"`
+	Time    int64  `json:"time"`
+	ID      int64  `json:"id"`
+	Client  int    `json:"client"`
+	Process string `json:"process"`
+	Member  string `json:"member"`
+	Role    string `json:"role"`
+	Kind    string `json:"kind"`
+	Args    *struct {
+		Token         *history.Token `json:"token"`
+		WriteID       string         `json:"write_id"`
+		WorkPartition *int32         `json:"work_partition"`
+	} `json:"args"`
+	Result *struct {
+		Held    bool           `json:"held"`
+		Token   *history.Token `json:"token"`
+		Offset  *int64         `json:"offset"`
+		Records []struct {
+			Offset  int64              `json:"offset"`
+			Kind    history.RecordKind `json:"kind"`
+			Member  string             `json:"member"`
+			Role    string             `json:"role"`
+			Token   *history.Token     `json:"token"`
+			WriteID string             `json:"write_id"`
+		} `json:"records"`
+	} `json:"result"`
+	Error    string        `json:"error"`
+	Fault    int64         `json:"fault"`
+	Targets  []string      `json:"targets"`
+	Desc     string        `json:"desc"`
+	TookHold bool          `json:"took_hold"`
+	Format   int           `json:"format"`
+	Meta     *history.Meta `json:"meta"`
+}
+
+func (w *wire) event(t testing.TB) history.Event {
+	var e history.Event
+	if err := e.Type.UnmarshalText([]byte(w.Type)); err != nil {
+		t.Fatal(err)
+	}
+	e.Time, e.ID, e.Client, e.Process, e.Member, e.Role, e.Kind = w.Time, w.ID, w.Client, w.Process, w.Member, w.Role, history.Kind(w.Kind)
+	e.Error, e.Fault, e.Targets, e.Desc, e.TookHold, e.Format, e.Meta = w.Error, w.Fault, w.Targets, w.Desc, w.TookHold, w.Format, w.Meta
+	if a := w.Args; a != nil {
+		if a.Token != nil {
+			e.Args.Token = *a.Token
+		}
+		e.Args.WriteID = a.WriteID
+		if a.WorkPartition != nil {
+			e.Args.Log = history.WorkLog(*a.WorkPartition)
+		}
+	}
+	if r := w.Result; r != nil {
+		e.Result.Held, e.Result.Token, e.Result.Offset = r.Held, r.Token, r.Offset
+		if r.Records != nil {
+			e.Result.Records = []history.Record{}
+		}
+		for _, rec := range r.Records {
+			hr := history.Record{Offset: rec.Offset, Kind: rec.Kind, Member: rec.Member, Role: rec.Role, WriteID: rec.WriteID, Token: history.NoToken}
+			if rec.Token != nil {
+				hr.Token = *rec.Token
+			}
+			e.Result.Records = append(e.Result.Records, hr)
+		}
+	}
+	return e
+}
+
+func TestEveryLineIsJSONThatEncodingJSONReadsTheSame(t *testing.T) {
+	data := encode(t, generated(t, 1))
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<24)
+	lines := 0
+	for sc.Scan() {
+		lines++
+		line := sc.Bytes()
+		if !json.Valid(line) {
+			t.Fatalf("line %d is not JSON: %s", lines, line)
+		}
+		var w wire
+		if err := json.Unmarshal(line, &w); err != nil {
+			t.Fatalf("line %d: %v", lines, err)
+		}
+		var got history.Event
+		if err := json.Unmarshal(line, &got); err != nil { // Event.UnmarshalJSON: the hand decoder
+			t.Fatalf("line %d: %v", lines, err)
+		}
+		if want := w.event(t); !reflect.DeepEqual(got, want) {
+			t.Fatalf("line %d: %s\nhand decoder %+v\nencoding/json %+v", lines, line, got, want)
+		}
+		again, err := got.MarshalJSON() // the hand encoder
+		if err != nil || !bytes.Equal(again, line) {
+			t.Fatalf("line %d re-encodes as %s (%v)", lines, again, err)
+		}
+	}
+	if lines < 100 {
+		t.Fatalf("only %d lines", lines)
+	}
+}
+
+func TestStringsSurviveEscaping(t *testing.T) {
+	names := []string{`quo"te`, `back\slash`, "new\nline", "tab\t", "ctl\x01", "ünïcødé ✓", "emoji 🦀", "<html>&", "bad\xffutf8"}
+	for _, name := range names {
+		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
+			b, err := json.Marshal(history.Event{Type: history.TypeInvoke, ID: 1, Role: name, Kind: history.KindAcquire})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var std struct{ Role string }
+			if err := json.Unmarshal(b, &std); err != nil {
+				t.Fatal(err)
+			}
+			var e history.Event
+			if err := e.UnmarshalJSON(b); err != nil {
+				t.Fatal(err)
+			}
+			want := strings.ToValidUTF8(name, "\uFFFD")
+			if e.Role != want || std.Role != want {
+				t.Fatalf("hand decoder %q, encoding/json %q, want %q", e.Role, std.Role, want)
+			}
+		})
+	}
+}
+
+const header = `{"type":"header","time":0,"format":1,"meta":{"scenario":"t","lease_ns":1000}}`
+
+func TestReadSkipsUnknownFieldsAndBlankLines(t *testing.T) {
+	in := header + "\n\n" +
+		`{"type":"invoke","id":1,"time":5,"client":0,"role":"r","kind":"acquire","future":{"a":[1,2.5e3,{"b":null}],"c":true},"more":"x"}` + "\n" +
+		`  {"type":"ok","id":1,"time":6,"result":{"token":{"producer_id":3,"epoch":1,"extra":7},"later":[]}}  ` + "\n"
+	h, err := history.Read(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Ops) != 1 || *h.Ops[0].Result.Token != (history.Token{ProducerID: 3, Epoch: 1}) || h.Meta.LeaseDuration != 1000 {
+		t.Fatalf("got %+v", h)
+	}
+}
+
+func TestReadReportsATruncatedLastLine(t *testing.T) {
+	data := encode(t, generated(t, 2))
+	full, err := history.Read(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Count(data, []byte{'\n'})
+	last := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1 // start of the last line
+	for _, cut := range []int{1, 10, (len(data) - last) / 2, len(data) - last - 2} {
+		t.Run(fmt.Sprintf("cut at %d", cut), func(t *testing.T) {
+			h, err := history.Read(bytes.NewReader(data[:last+cut]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !h.Truncated || h.TruncatedLine != lines {
+				t.Fatalf("truncated %t at line %d, want line %d", h.Truncated, h.TruncatedLine, lines)
+			}
+			if len(h.Ops) != len(full.Ops) && len(h.Ops) != len(full.Ops)-1 {
+				t.Fatalf("%d ops, full history has %d", len(h.Ops), len(full.Ops))
+			}
+		})
+	}
+	t.Run("a complete last line without its newline is not truncated", func(t *testing.T) {
+		h, err := history.Read(bytes.NewReader(data[:len(data)-1]))
+		if err != nil || h.Truncated || len(h.Ops) != len(full.Ops) {
+			t.Fatalf("truncated %t, %d ops, err %v", h.Truncated, len(h.Ops), err)
+		}
+	})
+	t.Run("the op whose completion was cut is pending", func(t *testing.T) {
+		in := header + "\n" + `{"type":"invoke","id":7,"time":5,"role":"r","kind":"acquire"}` + "\n" + `{"type":"ok","id":7,"ti`
+		h, err := history.Read(strings.NewReader(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		op := h.Ops[0]
+		if !h.Truncated || h.TruncatedLine != 3 || !op.Pending || op.Type != history.TypeInfo || op.Return != history.Never {
+			t.Fatalf("history %+v op %+v", h, op)
+		}
+	})
+}
+
+func TestReadRejectsMalformedInputWithItsLineNumber(t *testing.T) {
+	inv := func(id int, kind string) string {
+		return fmt.Sprintf(`{"type":"invoke","id":%d,"time":1,"role":"r","kind":"%s"}`, id, kind)
+	}
+	tests := []struct {
+		name  string
+		lines []string
+		line  int
+		is    error
+	}{
+		{"invalid JSON", []string{header, inv(1, "acquire"), `{"type":"ok","id":1,,}`}, 3, history.ErrMalformed},
+		{"completion of an op never invoked", []string{header, `{"type":"ok","id":9,"time":1}`}, 2, history.ErrMalformed},
+		{"second completion", []string{header, inv(1, "describe"), `{"type":"ok","id":1,"time":2}`, `{"type":"fail","id":1,"time":3}`}, 4, history.ErrMalformed},
+		{"op invoked twice", []string{header, inv(1, "describe"), inv(1, "describe")}, 3, history.ErrMalformed},
+		{"unknown event type", []string{header, `{"type":"oops","time":1}`}, 2, history.ErrMalformed},
+		{"unknown op kind", []string{header, inv(1, "steal")}, 2, history.ErrMalformed},
+		{"event before the header", []string{inv(1, "acquire"), header}, 1, history.ErrMalformed},
+		{"second header", []string{header, header}, 2, history.ErrMalformed},
+		{"newer format", []string{`{"type":"header","time":0,"format":99}`}, 1, history.ErrFormat},
+		{"ok acquire without a token", []string{header, inv(1, "acquire"), `{"type":"ok","id":1,"time":2}`}, 3, history.ErrMalformed},
+		{"held describe without a token", []string{header, inv(1, "describe"), `{"type":"ok","id":1,"time":2,"result":{"held":true}}`}, 3, history.ErrMalformed},
+		{"ok register without an offset", []string{header, inv(1, "register"), `{"type":"ok","id":1,"time":2}`}, 3, history.ErrMalformed},
+		{"work without a partition", []string{header, `{"type":"invoke","id":1,"time":1,"role":"r","kind":"work","args":{"token":{"producer_id":1,"epoch":0},"write_id":"w"}}`}, 2, history.ErrMalformed},
+		{"write without a write id", []string{header, `{"type":"invoke","id":1,"time":1,"role":"r","kind":"write-lease","args":{"token":{"producer_id":1,"epoch":0}}}`}, 2, history.ErrMalformed},
+		{"epoch out of range", []string{header, `{"type":"invoke","id":1,"time":1,"role":"r","kind":"write-lease","args":{"token":{"producer_id":1,"epoch":40000},"write_id":"w"}}`}, 2, history.ErrMalformed},
+		{"fault ended twice", []string{header, `{"type":"fault-start","fault":1,"time":1,"kind":"k"}`, `{"type":"fault-end","fault":1,"time":2}`, `{"type":"fault-end","fault":1,"time":3}`}, 4, history.ErrMalformed},
+		{"malformed line that is not the last", []string{header, `{"type":"ok","id":`, inv(1, "acquire")}, 2, history.ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := history.Read(strings.NewReader(strings.Join(tt.lines, "\n") + "\n"))
+			var le *history.LineError
+			if !errors.As(err, &le) || le.Line != tt.line || !errors.Is(err, tt.is) {
+				t.Fatalf("got %v, want a line %d error wrapping %v", err, tt.line, tt.is)
+			}
+		})
+	}
+	t.Run("no header at all", func(t *testing.T) {
+		if _, err := history.Read(strings.NewReader("")); !errors.Is(err, history.ErrMalformed) {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestReadHandlesLinesLongerThanAChunk(t *testing.T) {
+	recs := make([]history.Record, 40_000) // ~3 MB on one line
+	for i := range recs {
+		recs[i] = history.Record{Offset: int64(i), Kind: history.RecordRegistration, Member: fmt.Sprintf("m%d", i), Token: history.NoToken}
+	}
+	var buf bytes.Buffer
+	w := history.NewWriter(&buf, history.WriterOptions{})
+	mustAppend(t, w, history.Event{Type: history.TypeHeader})
+	mustAppend(t, w, history.Event{Type: history.TypeInvoke, ID: 1, Role: "r", Kind: history.KindFinalRead})
+	mustAppend(t, w, history.Event{Type: history.TypeOK, ID: 1, Time: 1, Result: history.Result{Records: recs}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Ops[0].Result.Records; !reflect.DeepEqual(got, recs) {
+		t.Fatalf("got %d records", len(got))
+	}
+}
+
+func mustAppend(t testing.TB, w *history.Writer, e history.Event) {
+	t.Helper()
+	if err := w.Append(e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWriterIsSafeForConcurrentRecorders(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	w, err := history.Create(path, history.Meta{Scenario: "concurrent"}, history.WriterOptions{BufferSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, ops = 8, 500
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range ops {
+				id := int64(g*ops + i)
+				tok := history.Token{ProducerID: int64(g), Epoch: int16(i)}
+				mustAppend(t, w, history.Event{Type: history.TypeInvoke, ID: id, Time: id, Client: g, Process: fmt.Sprint("p", g), Member: "m", Role: "r", Kind: history.KindAcquire})
+				mustAppend(t, w, history.Event{Type: history.TypeOK, ID: id, Time: id + 1, Result: history.Result{Token: &tok}})
+				if i%100 == 0 {
+					if err := w.Flush(); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(history.Event{Type: history.TypeInvoke, Kind: history.KindAcquire}); !errors.Is(err, history.ErrClosed) {
+		t.Fatalf("append after close: %v", err)
+	}
+	h, err := history.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Ops) != goroutines*ops || h.Meta.Scenario != "concurrent" {
+		t.Fatalf("%d ops, meta %+v", len(h.Ops), h.Meta)
+	}
+	for _, op := range h.Ops {
+		if op.Pending || op.Result.Token.Epoch != int16(op.ID%ops) {
+			t.Fatalf("op %+v", op)
+		}
+	}
+}
+
+func TestCreateRefusesToOverwriteAHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	if err := os.WriteFile(path, []byte("old run\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := history.Create(path, history.Meta{}, history.WriterOptions{}); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestWriterRejectsEventsItCannotEncode(t *testing.T) {
+	w := history.NewWriter(&bytes.Buffer{}, history.WriterOptions{})
+	for _, e := range []history.Event{{}, {Type: history.TypeInvoke, Kind: "steal"}} {
+		if err := w.Append(e); !errors.Is(err, history.ErrMalformed) {
+			t.Fatalf("append %+v: %v", e, err)
+		}
+	}
+}
+
+func TestTokensOrderLexicographically(t *testing.T) {
+	tests := []struct {
+		a, b history.Token
+		want int
+	}{
+		{history.Token{ProducerID: 1, Epoch: 5}, history.Token{ProducerID: 2, Epoch: 0}, -1},
+		{history.Token{ProducerID: 2, Epoch: 1}, history.Token{ProducerID: 2, Epoch: 0}, 1},
+		{history.Token{ProducerID: 0, Epoch: 0}, history.Token{ProducerID: 0, Epoch: 0}, 0},
+		{history.NoToken, history.Token{ProducerID: 0, Epoch: 0}, -1},
+	}
+	for _, tt := range tests {
+		if got := tt.a.Compare(tt.b); got != tt.want {
+			t.Errorf("%v.Compare(%v) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+	if history.NoToken.Valid() || !(history.Token{}).Valid() || history.NoToken.String() != "none" {
+		t.Error("NoToken is not 'none', or (0,0) is not a real token")
+	}
+}
+
+func FuzzDecodeLine(f *testing.F) {
+	for _, s := range []string{header, `{"type":"ok","id":1,"time":2,"result":{"records":[{"offset":1,"kind":"lease","token":{"producer_id":1,"epoch":2},"write_id":"\u00e9\n"}]}}`, `{"type":"fault-start","fault":1,"targets":["a","b"]}`, `{`, `"`, `{"type":"invoke","kind":"\ud83d\ude00"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var e history.Event
+		if err := e.UnmarshalJSON(line); err != nil {
+			if !errors.Is(err, history.ErrMalformed) && !strings.Contains(err.Error(), "meta") {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if _, err := json.Marshal(e); err != nil && !errors.Is(err, history.ErrMalformed) {
+			t.Fatalf("re-encoding: %v", err)
+		}
+	})
+}
+
+func TestReadsOfALogShareTheirRecords(t *testing.T) {
+	rec := func(off int64, w string) string {
+		return fmt.Sprintf(`{"offset":%d,"kind":"lease","member":"m1","token":{"producer_id":1,"epoch":0},"write_id":"%s"}`, off, w)
+	}
+	read := func(id int, kind string, recs ...string) string {
+		return fmt.Sprintf(`{"type":"invoke","id":%d,"time":%d,"role":"r","kind":"%s"}`, id, id*10, kind) + "\n" +
+			fmt.Sprintf(`{"type":"ok","id":%d,"time":%d,"result":{"records":[%s]}}`, id, id*10+1, strings.Join(recs, ","))
+	}
+	in := strings.Join([]string{header,
+		read(1, "read", rec(0, "w1")),
+		read(2, "read", rec(0, "w1"), rec(2, "w2")),
+		read(3, "read", rec(0, "wX")), // disagrees: keeps its own records
+		read(4, "read"),
+		read(5, "final-read", rec(0, "w1"), rec(2, "w2"), rec(4, "w3")),
+	}, "\n") + "\n"
+	h, err := history.Read(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, r2, r3, r4, final := h.Ops[0].Result.Records, h.Ops[1].Result.Records, h.Ops[2].Result.Records, h.Ops[3].Result.Records, h.Ops[4].Result.Records
+	if len(r1) != 1 || len(r2) != 2 || len(final) != 3 || &r1[0] != &final[0] || &r2[0] != &final[0] {
+		t.Fatalf("the prefixes do not share the final read's array: %v %v %v", r1, r2, final)
+	}
+	if len(r3) != 1 || r3[0].WriteID != "wX" || &r3[0] == &final[0] || r4 == nil || len(r4) != 0 {
+		t.Fatalf("a read that disagrees lost its records: %v, empty read %#v", r3, r4)
+	}
+	if cap(r1) != 1 || final[2].WriteID != "w3" {
+		t.Fatalf("a shared slice has spare capacity (%d) or the final read is wrong: %v", cap(r1), final)
+	}
+}

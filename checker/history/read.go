@@ -1,0 +1,253 @@
+package history
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+)
+
+// LineError is a decoding error at one line of a history file. It wraps ErrMalformed or
+// ErrFormat.
+type LineError struct {
+	Line int // 1-based
+	Err  error
+}
+
+// Error formats the error as "line N: cause".
+func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *LineError) Unwrap() error { return e.Err }
+
+// ReadFile reads the history file at path (see Read).
+func ReadFile(path string) (*History, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	defer f.Close()
+	h, err := Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("read history %s: %w", path, err)
+	}
+	return h, nil
+}
+
+// Read decodes a history from r. A last line cut short without its newline (the run was
+// killed while writing it) is skipped and reported in History.Truncated. Any other line that
+// does not decode, and any event sequence the Builder rejects, is an error: a *LineError that
+// wraps ErrMalformed (or ErrFormat for a newer format). Blank lines are ignored.
+//
+// Lines are decoded in parallel (up to GOMAXPROCS goroutines, in chunks of whole lines) and
+// joined in file order. When r can seek (a file), Read first counts its lines, a fast pass,
+// so that the operations are allocated once at their exact size: growing a slice of a million
+// operations copies it several times, and reserving too much inflates the heap the garbage
+// collector works with.
+func Read(r io.Reader) (*History, error) {
+	hint := 0
+	if rs, ok := r.(io.ReadSeeker); ok {
+		if start, err := rs.Seek(0, io.SeekCurrent); err == nil {
+			lines, err := countLines(rs)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := rs.Seek(start, io.SeekStart); err != nil {
+				return nil, err
+			}
+			hint = lines/2 + 1 // an invoke and (unless pending) a completion line per operation
+		}
+	}
+	return read(r, hint)
+}
+
+const chunkSize = 256 << 10
+
+func countLines(r io.Reader) (int, error) {
+	buf := make([]byte, chunkSize)
+	n := 0
+	for {
+		m, err := r.Read(buf)
+		n += bytes.Count(buf[:m], []byte{'\n'})
+		if errors.Is(err, io.EOF) {
+			return n + 1, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}
+
+// chunk is a run of whole lines, decoded by one worker.
+type chunk struct {
+	data      []byte
+	firstLine int  // number of the chunk's first line
+	eof       bool // the input ends with this chunk (its last line may lack the newline)
+
+	events    []Event
+	records   []Record // the records of the chunk's reads, which the Builder copies
+	lines     []int    // line number of each event
+	err       error    // a *LineError that stops the read
+	truncated int      // line number of a cut-short last line that was skipped
+	done      chan struct{}
+}
+
+func read(r io.Reader, hint int) (*History, error) {
+	workers := max(1, min(runtime.GOMAXPROCS(0), 4))
+	// On an early return, quit stops the reader; the workers then run out of work. Nothing
+	// waits for them: the reader may be blocked in r.Read.
+	quit := make(chan struct{})
+	defer close(quit)
+	// ordered carries every chunk in input order; work hands them to the workers. Its capacity
+	// bounds the memory in flight.
+	ordered := make(chan *chunk, 2*workers)
+	work := make(chan *chunk, 2*workers)
+	free := make(chan *chunk, 3*workers) // decoded chunks come back here for reuse
+	var readErr error
+	go func() {
+		defer close(work)
+		defer close(ordered)
+		readErr = split(r, quit, free, func(c *chunk) bool {
+			select {
+			case ordered <- c:
+			case <-quit:
+				return false
+			}
+			select {
+			case work <- c:
+				return true
+			case <-quit:
+				return false
+			}
+		})
+	}()
+	for range workers {
+		go func() {
+			d := decoder{intern: make(map[string]string, 256)}
+			for c := range work {
+				d.decodeChunk(c)
+				close(c.done)
+			}
+		}()
+	}
+
+	b := NewBuilder(hint)
+	for c := range ordered {
+		<-c.done
+		if c.err != nil {
+			return nil, c.err
+		}
+		for i := range c.events {
+			if err := b.Add(&c.events[i]); err != nil {
+				return nil, &LineError{Line: c.lines[i], Err: err}
+			}
+		}
+		if c.truncated > 0 {
+			h := b.History()
+			h.Truncated, h.TruncatedLine = true, c.truncated
+		}
+		select {
+		case free <- c:
+		default:
+		}
+	}
+	if readErr != nil {
+		return nil, readErr
+	}
+	if !b.sawHeader {
+		return nil, fmt.Errorf("no header line: %w", ErrMalformed)
+	}
+	return b.History(), nil
+}
+
+// split reads r into chunks of whole lines and passes them to emit in order, until emit
+// returns false or r ends.
+func split(r io.Reader, quit <-chan struct{}, free <-chan *chunk, emit func(*chunk) bool) error {
+	line := 1
+	var carry []byte // the start of a line the previous chunk could not finish
+	for {
+		var c *chunk
+		select {
+		case c = <-free:
+		default:
+			c = &chunk{}
+		}
+		clear(c.records) // drop the strings a recycled arena would keep alive
+		*c = chunk{data: c.data[:0], events: c.events[:0], records: c.records[:0], lines: c.lines[:0], firstLine: line, done: make(chan struct{})}
+		buf := append(c.data, carry...)
+		var err error
+		for {
+			if cap(buf)-len(buf) < chunkSize/2 {
+				buf = slices.Grow(buf, chunkSize)
+			}
+			n, rerr := r.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			if len(buf) >= chunkSize && bytes.LastIndexByte(buf, '\n') >= 0 {
+				break
+			}
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("line %d: %w", line, err)
+		}
+		if err == nil {
+			end := bytes.LastIndexByte(buf, '\n') + 1
+			carry = append(carry[:0], buf[end:]...)
+			buf = buf[:end]
+		} else {
+			c.eof = true
+		}
+		c.data = buf
+		line += bytes.Count(buf, []byte{'\n'})
+		select {
+		case <-quit:
+			return nil
+		default:
+		}
+		if !emit(c) || c.eof {
+			return nil
+		}
+	}
+}
+
+// decodeChunk decodes every line of c into c.events, and the records of reads into
+// c.records.
+func (d *decoder) decodeChunk(c *chunk) {
+	d.arena = &c.records
+	defer func() { d.arena = nil }()
+	data, line := c.data, c.firstLine
+	for len(data) > 0 {
+		nl := bytes.IndexByte(data, '\n')
+		text := data
+		if nl >= 0 {
+			text, data = data[:nl], data[nl+1:]
+		} else {
+			data = nil
+		}
+		if body := bytes.TrimSpace(text); len(body) > 0 {
+			if len(c.events) == cap(c.events) {
+				c.events = append(c.events, Event{})
+			} else {
+				c.events = c.events[:len(c.events)+1]
+				c.events[len(c.events)-1] = Event{}
+			}
+			if err := d.decodeLine(body, &c.events[len(c.events)-1]); err != nil {
+				c.events = c.events[:len(c.events)-1]
+				if nl < 0 && c.eof {
+					c.truncated = line // the run was killed while writing this line
+				} else {
+					c.err = &LineError{Line: line, Err: err}
+				}
+				return
+			}
+			c.lines = append(c.lines, line)
+		}
+		line++
+	}
+}

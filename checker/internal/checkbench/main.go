@@ -1,0 +1,163 @@
+// Command checkbench generates synthetic histories and checks history files, printing how long
+// each phase took, so the checker's time and memory can be measured outside `go test` (for
+// example under /usr/bin/time -v, which reports the peak RSS of this process alone):
+//
+//	go run ./checker/internal/checkbench gen -ops 1000000 -violation none -out /tmp/h.jsonl
+//	go build -o /tmp/checkbench ./checker/internal/checkbench
+//	/usr/bin/time -v /tmp/checkbench check /tmp/h.jsonl
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/checker/checkertest"
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	var err error
+	switch os.Args[1] {
+	case "gen":
+		err = gen(os.Args[2:])
+	case "check":
+		err = check(os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "checkbench:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: checkbench gen [-ops N] [-violation none|stale-write|out-of-order|lost-write] [-seed S] -out FILE\n       checkbench check [-cpuprofile FILE] [-memprofile FILE] FILE")
+	os.Exit(254)
+}
+
+// Config is the benchmarks' synthetic history (see bench_test.go): ops/1000 roles of 5
+// members, 1,000 operations a role, 2% unknown outcomes.
+func config(ops int) checkertest.Config {
+	return checkertest.Config{
+		Roles: max(1, ops/1000), MembersPerRole: 5, Processes: 10, OpsPerRole: 1000, WorkPartitions: 16,
+		TV: 2, Lease: 5_000_000, Indeterminate: 0.02, Slow: 0.005, ReadRate: 0.01, AcquireRate: 0.05, CandidatePause: 10_000_000,
+		Faults: 10, Pauses: 10,
+	}
+}
+
+func gen(args []string) error {
+	fs := flag.NewFlagSet("gen", flag.ExitOnError)
+	ops := fs.Int("ops", 1_000_000, "operations")
+	violation := fs.String("violation", "none", "violation to plant")
+	seed := fs.Uint64("seed", 1, "seed")
+	out := fs.String("out", "", "history file to write")
+	_ = fs.Parse(args)
+	if *out == "" {
+		usage()
+	}
+	rng := rand.New(rand.NewPCG(*seed, 7))
+	h := checkertest.Generate(config(*ops), rng)
+	if *violation != "none" {
+		found := false
+		for _, v := range checkertest.Violations {
+			if v.String() == *violation {
+				found = true
+				if !checkertest.Plant(h, v, rng) {
+					return fmt.Errorf("no room for %s", v)
+				}
+			}
+		}
+		if !found {
+			return fmt.Errorf("unknown violation %q", *violation)
+		}
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	if err := history.Encode(f, h); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func check(args []string) error {
+	fs := flag.NewFlagSet("check", flag.ExitOnError)
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of reading and checking")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of reading and checking")
+	_ = fs.Parse(args)
+	if fs.NArg() != 1 {
+		usage()
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
+	start := time.Now()
+	h, err := history.ReadFile(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	read := time.Since(start)
+	res, err := checker.Check(context.Background(), h, checker.Options{})
+	if err != nil {
+		return err
+	}
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t := res.Timings
+	fmt.Printf("ops %d records %d roles %d: read %v, check %v (index %v, linear %v, porcupine %v, explain %v), verdict %s, heap in use %d MiB, total alloc %d MiB\n",
+		len(h.Ops), res.History.Records, res.History.Roles, read.Round(time.Millisecond),
+		time.Duration(t.Total).Round(time.Millisecond), time.Duration(t.Index).Round(time.Millisecond),
+		time.Duration(t.Linear).Round(time.Millisecond), time.Duration(t.Porcupine).Round(time.Millisecond),
+		time.Duration(t.Explain).Round(time.Millisecond), res.Verdict, ms.HeapInuse>>20, ms.TotalAlloc>>20)
+	kinds := map[history.Kind]int{}
+	info := 0
+	for i := range h.Ops {
+		kinds[h.Ops[i].Kind]++
+		if h.Ops[i].Type == history.TypeInfo {
+			info++
+		}
+	}
+	fmt.Printf("  mix: %v; %d info (%.1f%%)\n", kinds, info, 100*float64(info)/float64(len(h.Ops)))
+	if res.Verdict == checker.VerdictInvalid {
+		for _, c := range res.Checks {
+			if c.Verdict == checker.VerdictInvalid && len(c.Anomalies) > 0 {
+				fmt.Printf("  %s: %s\n", c.Name, c.Anomalies[0].Explanation)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+// Package model is the porcupine model of one role's fencing coordinator, as SEMANTICS.md §3
+// defines it: the last minted token, the highest token a describe reported, whether the holder
+// of the last mint was deposed without a new mint, and credits for operations whose outcome
+// is unknown.
+//
+// The model is deterministic. An operation with an unknown outcome never stays pending: the
+// checker turns it into a Credit point at its invocation (an acquire that may have minted, a
+// write whose open transaction may have been aborted by timeout), and a fence that nothing
+// else explains spends a credit. Spending it is the same as linearizing the unknown operation
+// just before the fence; never spending it is the branch where it had no effect. Unknown
+// writes are resolved from the final committed log before the search, so they arrive here as
+// WriteOK or as a Credit.
+package model
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// Kind is the kind of a model operation.
+type Kind uint8
+
+// Model operation kinds.
+const (
+	// Acquire is an acquire that returned Token.
+	Acquire Kind = iota + 1
+	// Credit is a point at the invocation of an operation whose outcome is unknown: an acquire
+	// (info, or fenced), or a write that did not commit (its transaction may time out).
+	Credit
+	// WriteOK is an acknowledged write under the minted Token.
+	WriteOK
+	// WriteFenced is a write under Token that the epoch check rejected.
+	WriteFenced
+	// DescribeNone is a describe that found no holder.
+	DescribeNone
+	// DescribeHeld is a describe that reported Token.
+	DescribeHeld
+)
+
+// Op is the input of one model step. The checker builds one per history operation that the
+// model needs; porcupine receives *Op as the input and nil as the output.
+type Op struct {
+	Kind  Kind
+	Token history.Token
+	// Long is set on a WriteFenced that stayed open at least the lease duration: the
+	// coordinator may have aborted its transaction on timeout, which bumps the epoch.
+	Long bool
+	// Hist is the history operation this one stands for (for descriptions and anomalies).
+	Hist *history.Op
+}
+
+// State is the model state. The zero State is not the initial state: use Init.
+type State struct {
+	Mint    history.Token // the last minted token; NoToken before any
+	Floor   history.Token // the highest token a describe reported; NoToken before any
+	Deposed bool          // the holder of Mint was fenced without a new mint
+	Credits int32         // unknown effects not yet spent
+}
+
+// Init returns the initial state: nothing minted, nothing reported, no credits.
+func Init() State { return State{Mint: history.NoToken, Floor: history.NoToken} }
+
+// Step applies op to s and reports whether it is legal. A fence of the current holder with
+// no reason (not older than the mint, holder not deposed, not open for the lease duration,
+// no credit) is illegal, unless lenient is set: then it deposes the holder as any fence does.
+// The lenient model accepts exactly the histories whose only fault is such a spurious fence
+// (a liveness bug, reported as spurious-fence rather than as a safety violation).
+func Step(s State, op *Op, lenient bool) (bool, State) {
+	switch op.Kind {
+	case Acquire:
+		if op.Token.Compare(s.Mint) <= 0 || op.Token.Compare(s.Floor) <= 0 {
+			return false, s
+		}
+		s.Mint, s.Deposed = op.Token, false
+		return true, s
+	case Credit:
+		s.Credits++
+		return true, s
+	case WriteOK:
+		return op.Token == s.Mint && !s.Deposed, s
+	case WriteFenced:
+		c := op.Token.Compare(s.Mint)
+		switch {
+		case c > 0:
+			return false, s // a token never minted
+		case c < 0 || s.Deposed:
+			return true, s
+		case op.Long:
+			s.Deposed = true
+			return true, s
+		case s.Credits > 0:
+			s.Credits--
+			s.Deposed = true
+			return true, s
+		case lenient:
+			s.Deposed = true
+			return true, s
+		}
+		return false, s
+	case DescribeNone:
+		return !s.Mint.Valid() && !s.Floor.Valid(), s
+	case DescribeHeld:
+		if op.Token.Compare(s.Mint) < 0 {
+			return false, s
+		}
+		if op.Token.Compare(s.Floor) > 0 {
+			s.Floor = op.Token
+		}
+		return true, s
+	}
+	return false, s
+}
+
+// New returns the porcupine model (strict, or lenient as Step describes). It has no
+// partition function: the checker partitions by role itself, to bound how many searches run
+// at once.
+func New(lenient bool) porcupine.Model {
+	return porcupine.Model{
+		Init: func() any { return Init() },
+		Step: func(state, input, _ any) (bool, any) {
+			s := state.(State)
+			ok, next := Step(s, input.(*Op), lenient)
+			if !ok {
+				return false, state
+			}
+			if next == s {
+				return true, state // no new allocation for steps that change nothing
+			}
+			return true, next
+		},
+		Equal: func(a, b any) bool { return a.(State) == b.(State) },
+		Hash:  func(state any) uint64 { return Hash(state.(State)) },
+		DescribeOperation: func(input, _ any) string {
+			return Describe(input.(*Op))
+		},
+		DescribeState: func(state any) string { return DescribeState(state.(State)) },
+		DescribeOperationMetadata: func(info any) string {
+			if s, ok := info.(string); ok {
+				return s
+			}
+			return ""
+		},
+	}
+}
+
+// Hash mixes every field of s (equal states hash equally).
+func Hash(s State) uint64 {
+	const m = 0x9e3779b97f4a7c15
+	h := uint64(s.Mint.ProducerID)*m ^ uint64(uint16(s.Mint.Epoch))
+	h = (h^uint64(s.Floor.ProducerID))*m ^ uint64(uint16(s.Floor.Epoch))<<16
+	h = (h^uint64(s.Credits))*m ^ uint64(b2u(s.Deposed))
+	return h ^ h>>29
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Describe renders op for porcupine's visualization, e.g. "#17 m2 write-lease (1000,3) → ok".
+func Describe(op *Op) string {
+	var b strings.Builder
+	kind := history.Kind("op")
+	if h := op.Hist; h != nil {
+		fmt.Fprintf(&b, "#%d", h.ID)
+		if h.Member != "" {
+			b.WriteString(" " + h.Member)
+		}
+		b.WriteString(" ")
+		kind = h.Kind
+	}
+	switch op.Kind {
+	case Acquire:
+		fmt.Fprintf(&b, "acquire → %s", op.Token)
+	case Credit:
+		fmt.Fprintf(&b, "%s → unknown (+1 credit)", kind)
+	case WriteOK:
+		fmt.Fprintf(&b, "%s %s → ok", kind, op.Token)
+	case WriteFenced:
+		fmt.Fprintf(&b, "%s %s → fenced", kind, op.Token)
+		if op.Long {
+			b.WriteString(" (open ≥ lease)")
+		}
+	case DescribeNone:
+		b.WriteString("describe → none")
+	case DescribeHeld:
+		fmt.Fprintf(&b, "describe → %s", op.Token)
+	}
+	return b.String()
+}
+
+// DescribeState renders s, e.g. "mint (1000,3), floor (1000,5), deposed, 1 credit".
+func DescribeState(s State) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "mint %s, floor %s", s.Mint, s.Floor)
+	if s.Deposed {
+		b.WriteString(", deposed")
+	}
+	switch s.Credits {
+	case 0:
+	case 1:
+		b.WriteString(", 1 credit")
+	default:
+		fmt.Fprintf(&b, ", %d credits", s.Credits)
+	}
+	return b.String()
+}

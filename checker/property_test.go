@@ -1,0 +1,104 @@
+package checker_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/checker/checkertest"
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// propertyConfigs are the simulated runs of the property test: both transaction versions,
+// with and without unknown outcomes and timeouts, few and many members.
+func propertyConfigs() map[string]checkertest.Config {
+	base := checkertest.DefaultConfig()
+	tv1 := base
+	tv1.TV = 1
+	crowded := base
+	crowded.Roles, crowded.MembersPerRole, crowded.OpsPerRole = 2, 6, 120
+	uncertain := base
+	uncertain.Indeterminate, uncertain.Slow = 0.2, 0.1
+	calm := base
+	calm.Indeterminate, calm.Slow, calm.Faults, calm.Pauses = 0, 0, 0, 0
+	// A lone member per role: its fences come only from its own slow writes (timeout aborts).
+	solo := base
+	solo.MembersPerRole, solo.Indeterminate, solo.Slow = 1, 0, 0.15
+	return map[string]checkertest.Config{
+		"tv2": base, "tv1": tv1, "crowded": crowded, "uncertain": uncertain, "calm": calm, "solo": solo,
+	}
+}
+
+const propertySeeds = 60
+
+func TestPropertySimulatedHistoriesAreValid(t *testing.T) {
+	for name, cfg := range propertyConfigs() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for seed := range uint64(propertySeeds) {
+				h := checkertest.Generate(cfg, rand.New(rand.NewPCG(seed, 1)))
+				res, err := checker.Check(context.Background(), h, checker.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range res.Checks {
+					if c.Verdict != checker.VerdictValid {
+						t.Fatalf("seed %d: %s is %s, want valid: %s", seed, c.Name, c.Verdict, describe(c))
+					}
+				}
+				if res.Verdict != checker.VerdictValid {
+					t.Fatalf("seed %d: run is %s, want valid: %v", seed, res.Verdict, res.Coverage)
+				}
+			}
+		})
+	}
+}
+
+func TestPropertyPlantedViolationIsNamed(t *testing.T) {
+	for name, cfg := range propertyConfigs() {
+		for _, v := range checkertest.Violations {
+			t.Run(name+"/"+v.String(), func(t *testing.T) {
+				t.Parallel()
+				planted := 0
+				for seed := range uint64(propertySeeds) {
+					rng := rand.New(rand.NewPCG(seed, 2))
+					h := checkertest.Generate(cfg, rng)
+					if !checkertest.Plant(h, v, rng) {
+						continue
+					}
+					planted++
+					res, err := checker.Check(context.Background(), h, checker.Options{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					c := res.Check(v.Guarantee())
+					if c.Verdict != checker.VerdictInvalid || res.Verdict != checker.VerdictInvalid {
+						t.Fatalf("seed %d: planted %s: %s is %s and the run %s, want both invalid", seed, v, c.Name, c.Verdict, res.Verdict)
+					}
+					for _, a := range c.Anomalies {
+						if a.Guarantee != v.Guarantee() || a.Explanation == "" {
+							t.Fatalf("seed %d: anomaly %+v under %s", seed, a, c.Name)
+						}
+					}
+				}
+				if planted < propertySeeds/2 {
+					t.Fatalf("only %d of %d histories had room for %s", planted, propertySeeds, v)
+				}
+			})
+		}
+	}
+}
+
+func describe(r checker.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v", r.Details)
+	for _, a := range r.Anomalies {
+		fmt.Fprintf(&b, "\n  %s ops %v offsets %v: %s", a.Role, a.Ops, a.Offsets, a.Explanation)
+	}
+	return b.String()
+}
+
+var _ = history.FormatVersion

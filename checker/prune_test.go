@@ -1,0 +1,60 @@
+package checker
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencecheck/fencecheck/checker/checkertest"
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/checker/model"
+)
+
+// TestPruneKeepsTheVerdict: dropping the operations prune drops never changes what porcupine
+// decides, on correct histories and on histories with a planted violation, and the lenient
+// model agrees too.
+func TestPruneKeepsTheVerdict(t *testing.T) {
+	cfg := checkertest.DefaultConfig()
+	cfg.Indeterminate = 0.1
+	pruned, total, illegal := 0, 0, 0
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		h := checkertest.Generate(cfg, rng)
+		switch seed % 3 {
+		case 1:
+			checkertest.Plant(h, checkertest.StaleWrite, rng)
+		case 2: // a describe that reports an epoch from long ago
+			for i := range h.Ops {
+				if op := &h.Ops[i]; op.Kind == history.KindDescribe && op.Result.Held && op.Result.Token.Epoch > 3 && rng.IntN(4) == 0 {
+					op.Result.Token = &history.Token{ProducerID: op.Result.Token.ProducerID, Epoch: 1}
+				}
+			}
+		}
+		c, err := Options{}.config(h.Meta.LeaseDuration, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := newIndex(h, &c)
+		for _, role := range x.roles {
+			for _, lenient := range []bool{false, true} {
+				m := model.New(lenient)
+				full := x.modelOps(role, nil, false)
+				want := porcupine.CheckOperations(m, full)
+				small := prune(x.modelOps(role, nil, false), &searchBuf{})
+				if got := porcupine.CheckOperations(m, small); got != want {
+					t.Fatalf("seed %d role %s lenient %t: %t with all %d operations, %t with the %d kept", seed, role, lenient, want, len(full), got, len(small))
+				}
+				total += len(full)
+				pruned += len(full) - len(small)
+				if !want {
+					illegal++
+				}
+			}
+		}
+	}
+	if pruned == 0 || illegal == 0 {
+		t.Fatalf("the test proves nothing: pruned %d of %d operations, %d illegal roles", pruned, total, illegal)
+	}
+	t.Logf("pruned %d of %d model operations; %d illegal searches", pruned, total, illegal)
+}

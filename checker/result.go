@@ -1,0 +1,205 @@
+package checker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// The names of the guarantees of SEMANTICS.md §3, stable in results, reports and tests.
+const (
+	TokenMonotonic     = "token-monotonic"
+	FencedStaleWrite   = "fenced-stale-write"
+	DescribeConsistent = "describe-consistent"
+	LogTokenOrder      = "log-token-order"
+	NoLostWrite        = "no-lost-write"
+	NoZombieCommit     = "no-zombie-commit"
+	RegistrationOrder  = "registration-order"
+	ReadPrefix         = "read-prefix"
+	ReadMonotonic      = "read-monotonic"
+	// SpuriousFence is a fence of the current holder that nothing explains: a liveness bug,
+	// not a safety one, so it is advisory by default (see Options.Advisory).
+	SpuriousFence = "spurious-fence"
+	// WellFormed checks the recording itself (unique write ids, writes under a token, ...).
+	// Its failure is a harness error.
+	WellFormed = "well-formed"
+)
+
+// Guarantees lists the nine named guarantees in the order of SEMANTICS.md §3.
+var Guarantees = []string{
+	TokenMonotonic, FencedStaleWrite, DescribeConsistent, LogTokenOrder, NoLostWrite,
+	NoZombieCommit, RegistrationOrder, ReadPrefix, ReadMonotonic,
+}
+
+// One sentinel per check, so callers can branch with errors.Is on Results.Err.
+var (
+	ErrTokenMonotonic     = errors.New(TokenMonotonic)
+	ErrFencedStaleWrite   = errors.New(FencedStaleWrite)
+	ErrDescribeConsistent = errors.New(DescribeConsistent)
+	ErrLogTokenOrder      = errors.New(LogTokenOrder)
+	ErrNoLostWrite        = errors.New(NoLostWrite)
+	ErrNoZombieCommit     = errors.New(NoZombieCommit)
+	ErrRegistrationOrder  = errors.New(RegistrationOrder)
+	ErrReadPrefix         = errors.New(ReadPrefix)
+	ErrReadMonotonic      = errors.New(ReadMonotonic)
+	ErrSpuriousFence      = errors.New(SpuriousFence)
+	ErrWellFormed         = errors.New(WellFormed)
+)
+
+var sentinels = map[string]error{
+	TokenMonotonic: ErrTokenMonotonic, FencedStaleWrite: ErrFencedStaleWrite,
+	DescribeConsistent: ErrDescribeConsistent, LogTokenOrder: ErrLogTokenOrder,
+	NoLostWrite: ErrNoLostWrite, NoZombieCommit: ErrNoZombieCommit,
+	RegistrationOrder: ErrRegistrationOrder, ReadPrefix: ErrReadPrefix,
+	ReadMonotonic: ErrReadMonotonic, SpuriousFence: ErrSpuriousFence, WellFormed: ErrWellFormed,
+}
+
+// Result is the judgement of one check (STYLE.md convention 8) or of one coverage
+// requirement.
+type Result struct {
+	Name    string  `json:"name"`
+	Verdict Verdict `json:"verdict"`
+	// Advisory results are reported but do not count towards the run's verdict.
+	Advisory  bool      `json:"advisory,omitempty"`
+	Anomalies []Anomaly `json:"anomalies,omitempty"`
+	// Details are check-specific facts: what was checked, what was skipped and why, counts.
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// Anomaly is one violation: the guarantee, the operations (history op ids) and records
+// (offsets in Log) that show it, and one sentence on what went wrong.
+type Anomaly struct {
+	Guarantee   string  `json:"guarantee"`
+	Role        string  `json:"role,omitempty"`
+	Log         string  `json:"log,omitempty"`
+	Ops         []int64 `json:"ops,omitempty"`
+	Offsets     []int64 `json:"offsets,omitempty"`
+	Explanation string  `json:"explanation"`
+}
+
+// ResultsFormat is the version of the results.json format.
+const ResultsFormat = 1
+
+// Results is the outcome of checking one history: what results.json holds.
+type Results struct {
+	Format   int     `json:"format"`
+	Verdict  Verdict `json:"verdict"`
+	ExitCode int     `json:"exit_code"`
+	// Error describes a harness error (VerdictError).
+	Error   string       `json:"error,omitempty"`
+	Run     history.Meta `json:"run"`
+	History Stats        `json:"history"`
+	// Checks are the guarantees (in the order of Guarantees), spurious-fence and well-formed.
+	Checks []Result `json:"checks"`
+	// Coverage are the coverage requirements: final-read and ops-succeeded always, plus
+	// every promise.
+	Coverage []Result `json:"coverage"`
+	// Exposure is the measured split-brain exposure (not a verdict).
+	Exposure Exposure `json:"exposure"`
+	// Visualized are the roles whose porcupine visualization was written.
+	Visualized []string `json:"visualized,omitempty"`
+	Timings    Timings  `json:"timings"`
+}
+
+// Stats summarize the history that was checked.
+type Stats struct {
+	Format        int   `json:"format"`
+	Ops           int   `json:"ops"`
+	Pending       int   `json:"pending"`
+	Faults        int   `json:"faults"`
+	Roles         int   `json:"roles"`
+	Logs          int   `json:"logs"`
+	Records       int   `json:"records"` // records in all reads, final reads included
+	End           int64 `json:"end_ns"`
+	Truncated     bool  `json:"truncated,omitempty"`
+	TruncatedLine int   `json:"truncated_line,omitempty"`
+}
+
+// Timings are how long each phase of Check took, in nanoseconds.
+type Timings struct {
+	Index     int64 `json:"index_ns"`
+	Linear    int64 `json:"linear_ns"`
+	Porcupine int64 `json:"porcupine_ns"`
+	Explain   int64 `json:"explain_ns"` // attribution and visualization of failing roles
+	Total     int64 `json:"total_ns"`
+}
+
+// Check returns the check or coverage result named name, or nil.
+func (r *Results) Check(name string) *Result {
+	for i := range r.Checks {
+		if r.Checks[i].Name == name {
+			return &r.Checks[i]
+		}
+	}
+	for i := range r.Coverage {
+		if r.Coverage[i].Name == name {
+			return &r.Coverage[i]
+		}
+	}
+	return nil
+}
+
+// Err returns nil when the run is valid, and otherwise an error that joins the sentinel of
+// every invalid non-advisory check (ErrFencedStaleWrite, ...), so errors.Is names them. A run
+// that is only unknown or inconclusive returns an error wrapping no sentinel.
+func (r *Results) Err() error {
+	if r.Verdict == VerdictValid {
+		return nil
+	}
+	var errs []error
+	for _, c := range r.Checks {
+		if c.Verdict == VerdictInvalid && !c.Advisory {
+			errs = append(errs, fmt.Errorf("%w: %d anomalies", sentinels[c.Name], anomalyCount(&c)))
+		}
+	}
+	if len(errs) == 0 {
+		return fmt.Errorf("run is %s", r.Verdict)
+	}
+	return errors.Join(errs...)
+}
+
+func anomalyCount(c *Result) int {
+	if n, ok := c.Details["anomalies"].(int); ok {
+		return n
+	}
+	return len(c.Anomalies)
+}
+
+// SetHarnessError records a harness failure (the cluster never became healthy, the run
+// panicked): the verdict becomes error unless the history already showed a violation.
+func (r *Results) SetHarnessError(err error) {
+	if err == nil {
+		return
+	}
+	r.Error = err.Error()
+	r.Verdict = Worst(r.Verdict, VerdictError)
+	r.ExitCode = ExitCode(r.Verdict)
+}
+
+// WriteFile writes the results as indented JSON (results.json).
+func (r *Results) WriteFile(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+// ReadResultsFile reads a results.json that WriteFile wrote.
+func ReadResultsFile(path string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode results %s: %w", path, err)
+	}
+	return &r, nil
+}
