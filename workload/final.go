@@ -1,0 +1,102 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/transport"
+)
+
+// FinalProcess is the process name of the final reads in the history.
+const FinalProcess = "final"
+
+// Final reads: how many logs are read at once, and how often a failed read is tried.
+const (
+	finalWorkers  = 4
+	finalAttempts = 5
+	finalRetry    = time.Second
+)
+
+// FinalReads reads every role's lease log and every work partition once more, recording each
+// as a final read: the reference committed logs the checker compares everything with. Call
+// it after Run, once the runner has healed every fault and the cluster is healthy. It uses a
+// transport of its own on the cluster's bootstrap addresses, without links, so the reference
+// does not depend on any process's links. A failed read is tried again (every attempt is
+// recorded) up to 5 times or until ctx ends. The history is synced to stable storage at the
+// end. The error names the logs that could not be read; without them the run is inconclusive.
+func (wl *Workload) FinalReads(ctx context.Context) error {
+	tc := transport.NewConfig(strings.Join(wl.cl.Bootstrap(), ","), wl.cfg.Lease.D())
+	tc.ClientID = "fencecheck-" + FinalProcess
+	tc.Topic = wl.cfg.topic()
+	tc.RequestTimeout = wl.cfg.RequestTimeout.D()
+	tc.TopicPartitions = wl.cfg.TopicPartitions
+	tc.TopicReplication = wl.cfg.replication(wl.cl.Info().Brokers)
+	tc.TransactionVersion = wl.cfg.TransactionVersion
+	tc.Logger = wl.log.With("process", FinalProcess)
+	tr, err := transport.Start(ctx, tc)
+	if err != nil {
+		return fmt.Errorf("final reads: %w", err)
+	}
+	defer func() { _ = tr.Close(context.WithoutCancel(ctx)) }()
+
+	logs := make([]history.LogID, 0, len(wl.roles)+int(wl.cfg.workPartitions()))
+	for _, r := range wl.roles {
+		logs = append(logs, history.RoleLog(r))
+	}
+	for p := range wl.cfg.workPartitions() {
+		logs = append(logs, history.WorkLog(p))
+	}
+	stopFlush := wl.flushLoop()
+	jobs := make(chan history.LogID)
+	var (
+		mu     sync.Mutex
+		unread []string
+		wg     sync.WaitGroup
+	)
+	var acquireMu sync.Mutex // final reads acquire nothing
+	for range min(finalWorkers, len(logs)) {
+		cl := wl.rec.newClient(tr, &acquireMu, FinalProcess, "")
+		wg.Go(func() {
+			for l := range jobs {
+				if err := wl.finalRead(ctx, cl, l); err != nil {
+					mu.Lock()
+					unread = append(unread, fmt.Sprintf("%s (%v)", l, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, l := range logs {
+		jobs <- l
+	}
+	close(jobs)
+	wg.Wait()
+	stopFlush()
+
+	err = wl.rec.failed()
+	if len(unread) > 0 {
+		err = errors.Join(err, fmt.Errorf("final reads: %d of %d logs unread: %s", len(unread), len(logs), strings.Join(unread, "; ")))
+	}
+	return errors.Join(err, wl.rec.w.Sync())
+}
+
+// finalRead reads one log, trying again after a failure.
+func (wl *Workload) finalRead(ctx context.Context, cl *client, l history.LogID) error {
+	var err error
+	for attempt := 1; attempt <= finalAttempts; attempt++ {
+		if l.Work {
+			_, err = cl.ReadWork(ctx, history.KindFinalRead, wl.workTopic, l.Partition)
+		} else {
+			_, err = cl.ReadRole(ctx, history.KindFinalRead, l.Role)
+		}
+		if err == nil || attempt == finalAttempts || !sleep(ctx, nil, finalRetry) {
+			return err
+		}
+	}
+	return err
+}

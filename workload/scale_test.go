@@ -1,0 +1,144 @@
+package workload_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/workload"
+)
+
+// TestScale runs the scale targets when FENCECHECK_SCALE lists them, e.g.
+// FENCECHECK_SCALE=300x1,100x5 (processes x roles). Every process is a member of every role
+// unless FENCECHECK_SCALE_MEMBERS caps the members per role; there is one reader per 10
+// processes. Each run lasts FENCECHECK_SCALE_DURATION (default 30s) on the low preset and
+// reports descriptors, memory, CPU, rates, renewal lateness and the held fraction; the
+// history must check valid.
+func TestScale(t *testing.T) {
+	spec := os.Getenv("FENCECHECK_SCALE")
+	if spec == "" {
+		t.Skip("set FENCECHECK_SCALE=300x1,100x5 to run the scale targets")
+	}
+	d := envDuration(t, "FENCECHECK_SCALE_DURATION", 30*time.Second)
+	capMembers, _ := strconv.Atoi(os.Getenv("FENCECHECK_SCALE_MEMBERS"))
+	for _, s := range strings.Split(spec, ",") {
+		var p, r int
+		if _, err := fmt.Sscanf(s, "%dx%d", &p, &r); err != nil {
+			t.Fatalf("FENCECHECK_SCALE: %q is not PxR", s)
+		}
+		t.Run(s, func(t *testing.T) {
+			cfg := preset(t, workload.PresetLow)
+			cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers = p, r, p, max(1, p/10)
+			if capMembers > 0 {
+				cfg.MembersPerRole = min(p, capMembers)
+			}
+			cfg.RequestTimeout = workload.Duration(10 * time.Second)
+			scaleRun(t, cfg, d)
+		})
+	}
+}
+
+func scaleRun(t *testing.T, cfg workload.Config, d time.Duration) {
+	fds0 := openFDs()
+	var peakFDs, peakRSS atomic.Int64
+	var cpu0 time.Duration
+	during := func(ctx context.Context, _ *workload.Workload, _ string) {
+		cpu0 = cpuTime()
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(d)
+		for {
+			select {
+			case <-deadline:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				peakFDs.Store(max(peakFDs.Load(), int64(openFDs())))
+				peakRSS.Store(max(peakRSS.Load(), rssKB()))
+			}
+		}
+	}
+	began := time.Now()
+	res := runWorkload(t, cfg, 1, d, during)
+	cpu := cpuTime() - cpu0
+	wall := time.Since(began)
+	st := res.stats
+	t.Logf("%d processes × %d roles × %d members, %d readers, %v, GOMAXPROCS %d",
+		cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers, d, runtime.GOMAXPROCS(0))
+	t.Logf("fds: %d before, peak %d: %.1f per process; peak RSS %d MiB; CPU %.1f cores over %v (incl. final reads)",
+		fds0, peakFDs.Load(), float64(peakFDs.Load()-int64(fds0))/float64(cfg.Processes), peakRSS.Load()>>10,
+		cpu.Seconds()/wall.Seconds(), wall.Round(time.Second))
+	t.Logf("ops %d (%.0f/s), lease writes %v, acquires %v, reads %v, describes %v, handoffs %d, fences %d, held %.3f (min %.3f)",
+		st.Ops, st.OpsPerSecond, st.Kinds[history.KindWriteLease], st.Kinds[history.KindAcquire],
+		st.Kinds[history.KindRead], st.Kinds[history.KindDescribe], st.Handoffs, st.Fences, st.HeldFraction, st.MinHeldFraction)
+	gaps := renewalGaps(res.h)
+	if len(gaps) > 0 {
+		third := cfg.Lease.D() / 3
+		t.Logf("renewal gaps (target ≤ %v): p50 %v p99 %v max %v; over the lease: %d of %d",
+			third, pct(gaps, 50), pct(gaps, 99), gaps[len(gaps)-1], countOver(gaps, cfg.Lease.D()), len(gaps))
+	}
+	check(t, res.h)
+	if st.HeldFraction < 0.8 {
+		t.Errorf("held fraction %.3f, want ≥ 0.8", st.HeldFraction)
+	}
+}
+
+// renewalGaps returns, sorted, the gaps between consecutive ok lease writes of one holding
+// (same role and token), invoke to invoke.
+func renewalGaps(h *history.History) []time.Duration {
+	last := map[string]int64{}
+	var gaps []time.Duration
+	for _, op := range h.Ops {
+		if op.Kind != history.KindWriteLease || op.Type != history.TypeOK {
+			continue
+		}
+		k := op.Role + "/" + op.Args.Token.String()
+		if prev, ok := last[k]; ok {
+			gaps = append(gaps, time.Duration(op.Invoke-prev))
+		}
+		last[k] = op.Invoke
+	}
+	slices.Sort(gaps)
+	return gaps
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)].Round(time.Millisecond)
+}
+
+func countOver(sorted []time.Duration, d time.Duration) int {
+	i, _ := slices.BinarySearch(sorted, d)
+	return len(sorted) - i
+}
+
+func openFDs() int {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	return len(ents)
+}
+
+func rssKB() int64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
