@@ -17,14 +17,18 @@ import (
 // and then watches for it to take hold.
 type freezer struct {
 	wl *workload.Workload
+	// maxCommitHold caps a before-lease-commit freeze: the nemesis passes a safety bound
+	// (the window plus its wait timeout), but a commit held longer than the request timeout
+	// is abandoned by the transport, which is another test than a zombie's.
+	maxCommitHold time.Duration
 
 	mu     sync.Mutex
 	pauses map[nemesis.Member]*workload.Pause
 	armed  map[nemesis.Member]context.CancelFunc
 }
 
-func newFreezer(wl *workload.Workload) *freezer {
-	return &freezer{wl: wl, pauses: map[nemesis.Member]*workload.Pause{}, armed: map[nemesis.Member]context.CancelFunc{}}
+func newFreezer(wl *workload.Workload, requestTimeout time.Duration) *freezer {
+	return &freezer{wl: wl, maxCommitHold: requestTimeout - requestTimeout/10, pauses: map[nemesis.Member]*workload.Pause{}, armed: map[nemesis.Member]context.CancelFunc{}}
 }
 
 func (f *freezer) Holder(role string) (nemesis.Member, bool) {
@@ -44,6 +48,15 @@ func (f *freezer) Freeze(ctx context.Context, m nemesis.Member, point string, d 
 	if point == "" {
 		point = string(workload.BeforeLeaseCommit)
 	}
+	target, pt := workload.Target{Role: m.Role, Member: m.ID}, workload.Point(point)
+	if pt == workload.BeforeLeaseCommit {
+		d = min(d, f.maxCommitHold)
+	}
+	if err := f.wl.CheckFreeze(target, pt, d); err != nil {
+		return fmt.Errorf("freeze %s: %w", m, err)
+	}
+	// workload.Freeze returns once the member reached its point; the nemesis watches Frozen
+	// for that, so the freeze is armed in the background, bounded by d.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	f.mu.Lock()
 	if old := f.armed[m]; old != nil {
@@ -51,25 +64,18 @@ func (f *freezer) Freeze(ctx context.Context, m nemesis.Member, point string, d 
 	}
 	f.armed[m] = cancel
 	f.mu.Unlock()
-	errc := make(chan error, 1)
 	go func() {
-		p, err := f.wl.Freeze(actx, workload.Target{Role: m.Role, Member: m.ID}, workload.Point(point), d)
-		if err == nil {
-			f.mu.Lock()
-			f.pauses[m] = p
-			f.mu.Unlock()
-		}
-		errc <- err
-	}()
-	// Report a refusal at once (a bad point, a duration the workload cannot honour); a freeze
-	// that is merely waiting for the member to reach its point is armed.
-	select {
-	case err := <-errc:
+		p, err := f.wl.Freeze(actx, target, pt, d)
 		if err != nil {
-			return fmt.Errorf("freeze %s: %w", m, err)
+			return // not reached in time, or thawed first: Frozen stays false, and the nemesis says so
 		}
-	case <-time.After(50 * time.Millisecond):
-	}
+		f.mu.Lock()
+		f.pauses[m] = p
+		f.mu.Unlock()
+		if actx.Err() != nil { // thawed while the member was reaching its point
+			p.Thaw()
+		}
+	}()
 	return nil
 }
 

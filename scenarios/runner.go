@@ -204,7 +204,7 @@ func (r *runner) startCluster(ctx context.Context) error {
 	var faultIDs atomic.Int64
 	next := func() int64 { return faultIDs.Add(1) }
 	if r.wl, err = workload.New(ctx, cfg, cl, r.hist, r.log.With("component", "workload"), r.opts.Seed,
-		workload.WithFaultIDs(next)); err != nil {
+		workload.WithStart(r.started), workload.WithFaultIDs(next), workload.WithoutPauseWindows()); err != nil {
 		return err
 	}
 	sched, hasFaults, err := r.s.Nemesis.Schedule()
@@ -224,7 +224,7 @@ func (r *runner) startCluster(ctx context.Context) error {
 				return nemesis.RoleKeys{TransactionalID: transport.TransactionalID(cfg.Topic, transport.Role(role)),
 					Topic: cfg.Topic, Partition: transport.PartitionFor(transport.Role(role), cfg.TopicPartitions)}, nil
 			},
-			Freezer:     newFreezer(r.wl),
+			Freezer:     newFreezer(r.wl, cfg.RequestTimeout.D()),
 			Lease:       cfg.Lease.D(),
 			Start:       r.wl.Start(),
 			NextFaultID: next,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -71,7 +72,7 @@ func Start(ctx context.Context, cfg Config) (*BrokerTransport, error) {
 		roles:  map[Role]*roleState{},
 	}
 	t.opts = t.clientOpts(seeds)
-	t.admin, err = kgo.NewClient(append(t.opts,
+	t.admin, err = kgo.NewClient(t.with(
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
@@ -109,6 +110,13 @@ func (t *BrokerTransport) TransactionVersion() int { return t.tv }
 
 // Config returns the configuration in effect, defaults filled in.
 func (t *BrokerTransport) Config() Config { return t.cfg }
+
+// with returns the shared options followed by extra, in a new slice: appending to t.opts
+// directly would let two concurrent calls write into its spare capacity and build a producer
+// with the other's transactional id.
+func (t *BrokerTransport) with(extra ...kgo.Opt) []kgo.Opt {
+	return slices.Concat(t.opts, extra)
+}
 
 // clientOpts returns the options every client of this transport shares.
 func (t *BrokerTransport) clientOpts(seeds []string) []kgo.Opt {

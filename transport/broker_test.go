@@ -58,7 +58,7 @@ func TestWaitStableWaitsForOpenTransactions(t *testing.T) {
 	}
 	defer tr.Close(context.Background())
 	ctx := context.Background()
-	cfg = tr.Config() // defaults filled in: the topic's name
+	cfg = tr.Config()                                     // defaults filled in: the topic's name
 	if _, err := tr.Register(ctx, "r", "m"); err != nil { // creates the topic
 		t.Fatal(err)
 	}

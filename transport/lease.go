@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,7 +29,7 @@ func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role Role) (FencingT
 	defer rs.mu.Unlock()
 	t.release(rs, rs.held.Load())
 
-	cl, err := kgo.NewClient(append(t.opts,
+	cl, err := kgo.NewClient(t.with(
 		kgo.TransactionalID(TransactionalID(t.cfg.Topic, role)),
 		kgo.TransactionTimeout(t.cfg.LeaseDuration),
 		kgo.DefaultProduceTopic(t.cfg.Topic),
@@ -107,17 +108,21 @@ func (t *BrokerTransport) WriteFenced(ctx context.Context, role Role, token Fenc
 	if err := h.client.BeginTransaction(); err != nil {
 		return fail(ErrProducer, StageLocal, err)
 	}
-	err, ok := await(ctx, func() error { return h.client.ProduceSync(ctx, recs...).FirstErr() })
-	if !ok {
-		return fail(ErrClient, StageSend, err)
-	}
-	if err != nil {
+	// kgo's in-flight produces and commits ignore ctx; closing the producer is what cuts them
+	// off, so the deadline releases the holding (which closes it in the background).
+	stop := context.AfterFunc(ctx, func() { t.release(rs, h) })
+	defer stop()
+	err = h.client.ProduceSync(ctx, recs...).FirstErr()
+	switch {
+	case ctx.Err() != nil:
+		return fail(ErrClient, StageSend, ctx.Err())
+	case err != nil:
 		return fail(kindOf(err), StageSend, err)
 	}
-	err, ok = await(ctx, func() error { return h.client.EndTransaction(ctx, kgo.TryCommit) })
+	err = h.client.EndTransaction(ctx, kgo.TryCommit)
 	switch {
-	case !ok:
-		return fail(ErrClient, StageCommit, err)
+	case err != nil && ctx.Err() != nil:
+		return fail(ErrClient, StageCommit, fmt.Errorf("%w (%w)", ctx.Err(), err))
 	case errors.Is(err, kerr.OperationNotAttempted):
 		// kgo refused to send the commit because the producer id had failed.
 		return fail(ErrProducer, StageSend, err)

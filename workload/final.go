@@ -58,9 +58,8 @@ func (wl *Workload) FinalReads(ctx context.Context) error {
 		unread []string
 		wg     sync.WaitGroup
 	)
-	var acquireMu sync.Mutex // final reads acquire nothing
 	for range min(finalWorkers, len(logs)) {
-		cl := wl.rec.newClient(tr, &acquireMu, FinalProcess, "")
+		cl := wl.rec.newClient(tr, FinalProcess, "")
 		wg.Go(func() {
 			for l := range jobs {
 				if err := wl.finalRead(ctx, cl, l); err != nil {
@@ -85,9 +84,24 @@ func (wl *Workload) FinalReads(ctx context.Context) error {
 	return errors.Join(err, wl.rec.w.Sync())
 }
 
-// finalRead reads one log, trying again after a failure.
+// finalRead reads one log, trying again after a failure. It first waits until no transaction
+// is open on the log's partition: a commit is acknowledged before its markers reach the
+// partition, and a read that stopped at an earlier last stable offset would report an
+// acknowledged write as lost. Transactions a dead holder left open end at their timeout.
 func (wl *Workload) finalRead(ctx context.Context, cl *client, l history.LogID) error {
-	var err error
+	topic, partition := wl.workTopic, l.Partition
+	if !l.Work {
+		topic, partition = wl.cfg.topic(), transport.PartitionFor(transport.Role(l.Role), wl.cfg.TopicPartitions)
+	}
+	// An open transaction lasts at most its timeout (the lease) plus the coordinator's abort
+	// sweep; wait a little longer than that, then read what there is.
+	wctx, cancel := context.WithTimeout(ctx, 2*wl.cfg.Lease.D()+wl.cfg.RequestTimeout.D())
+	err := cl.tr.WaitStable(wctx, topic, partition)
+	cancel()
+	if err != nil {
+		// Read anyway: the checker judges what the read returns, and says what is missing.
+		wl.log.Warn("final read before the log was stable", "log", l.String(), "err", err)
+	}
 	for attempt := 1; attempt <= finalAttempts; attempt++ {
 		if l.Work {
 			_, err = cl.ReadWork(ctx, history.KindFinalRead, wl.workTopic, l.Partition)

@@ -69,7 +69,8 @@ func (t Target) String() string {
 // Pause is a pause that took hold. Its window is in the history as a fault of kind
 // history.KindMemberPause from Start until the member resumed.
 type Pause struct {
-	// Fault is the id of the pause's window in the history.
+	// Fault is the id of the pause's window in the history; 0 when the caller records the
+	// windows (WithoutPauseWindows).
 	Fault int64
 	// Process, Role and Member name the frozen member.
 	Process, Role, Member string
@@ -180,21 +181,8 @@ func (ps *pauses) drop(r *pauseReq) bool {
 // ThawAll or the end of the run) in the background; the pause's window is recorded in the
 // history when it takes hold and when the member resumes.
 func (wl *Workload) Freeze(ctx context.Context, target Target, point Point, d time.Duration) (*Pause, error) {
-	if !slices.Contains(Points(), point) {
-		return nil, fmt.Errorf("freeze %s: point %q (want one of %v): %w", target, point, Points(), ErrTarget)
-	}
-	if d <= 0 {
-		return nil, fmt.Errorf("freeze %s at %s: duration %v must be positive: %w", target, point, d, ErrTarget)
-	}
-	if point == BeforeWork && wl.cfg.Load.WorkRate <= 0 {
-		return nil, fmt.Errorf("freeze %s at %s: the load has no work writes: %w", target, point, ErrTarget)
-	}
-	if point == BeforeLeaseCommit && d >= wl.cfg.RequestTimeout.D() {
-		return nil, fmt.Errorf("freeze %s at %s: duration %v must be below the request timeout %v, after which the transport gives up on the commit: %w",
-			target, point, d, wl.cfg.RequestTimeout, ErrTarget)
-	}
-	if !wl.hasTarget(target) {
-		return nil, fmt.Errorf("freeze %s: %w", target, ErrTarget)
+	if err := wl.CheckFreeze(target, point, d); err != nil {
+		return nil, err
 	}
 	r := &pauseReq{target: target, point: point, d: d, taken: make(chan *Pause, 1), cancel: make(chan struct{})}
 	ps := &wl.pauses
@@ -231,6 +219,29 @@ func (wl *Workload) hasTarget(t Target) bool {
 	return false
 }
 
+// CheckFreeze returns the error Freeze would refuse target, point and d with (wrapping
+// ErrTarget), without arming anything: for a caller that arms a freeze in the background and
+// wants a refusal at once.
+func (wl *Workload) CheckFreeze(target Target, point Point, d time.Duration) error {
+	if !slices.Contains(Points(), point) {
+		return fmt.Errorf("freeze %s: point %q (want one of %v): %w", target, point, Points(), ErrTarget)
+	}
+	if d <= 0 {
+		return fmt.Errorf("freeze %s at %s: duration %v must be positive: %w", target, point, d, ErrTarget)
+	}
+	if point == BeforeWork && wl.cfg.Load.WorkRate <= 0 {
+		return fmt.Errorf("freeze %s at %s: the load has no work writes: %w", target, point, ErrTarget)
+	}
+	if point == BeforeLeaseCommit && d >= wl.cfg.RequestTimeout.D() {
+		return fmt.Errorf("freeze %s at %s: duration %v must be below the request timeout %v, after which the transport gives up on the commit: %w",
+			target, point, d, wl.cfg.RequestTimeout, ErrTarget)
+	}
+	if !wl.hasTarget(target) {
+		return fmt.Errorf("freeze %s: %w", target, ErrTarget)
+	}
+	return nil
+}
+
 // ThawAll ends every pause and disarms every pause not yet taken (their Freeze calls return
 // ErrNotRunning). The runner calls it when it heals all faults.
 func (wl *Workload) ThawAll() {
@@ -264,14 +275,16 @@ func (wl *Workload) freeze(r *pauseReq, m *member) {
 	if !wl.pauses.hold(r, p) {
 		return
 	}
-	p.Fault = wl.faultID()
 	start := wl.rec.now()
 	p.Start = time.Duration(start)
-	wl.rec.append(history.Event{
-		Type: history.TypeFaultStart, Fault: p.Fault, Time: start, Kind: history.KindMemberPause,
-		Process: p.Process, Role: p.Role, Member: p.Member, Targets: []string{m.name},
-		Desc: fmt.Sprintf("freeze %s at %s for %v", m.name, r.point, r.d),
-	})
+	if wl.pauseWindows {
+		p.Fault = wl.faultID()
+		wl.rec.append(history.Event{
+			Type: history.TypeFaultStart, Fault: p.Fault, Time: start, Kind: history.KindMemberPause,
+			Process: p.Process, Role: p.Role, Member: p.Member, Targets: []string{m.name},
+			Desc: fmt.Sprintf("freeze %s at %s for %v", m.name, r.point, r.d),
+		})
+	}
 	m.frozen.Store(true)
 	wl.rec.stats.frozen.Add(1)
 	r.taken <- p
@@ -285,7 +298,9 @@ func (wl *Workload) freeze(r *pauseReq, m *member) {
 	}
 	t.Stop()
 
-	wl.rec.append(history.Event{Type: history.TypeFaultEnd, Fault: p.Fault, Time: wl.rec.now(), TookHold: true})
+	if wl.pauseWindows {
+		wl.rec.append(history.Event{Type: history.TypeFaultEnd, Fault: p.Fault, Time: wl.rec.now(), TookHold: true})
+	}
 	m.frozen.Store(false)
 	wl.rec.stats.frozen.Add(-1)
 	wl.pauses.mu.Lock()

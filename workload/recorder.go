@@ -73,16 +73,10 @@ type client struct {
 	process string
 	member  string // empty for readers
 	id      int
-	// acquireMu serializes the acquires of one process. Workaround: AcquireEpoch appends
-	// its options to the transport's shared option slice (transport/lease.go), so two
-	// acquires of different roles at once can build a producer with the other role's
-	// transactional id when that slice has spare capacity, as it does with Config.Dial.
-	// Remove once the transport copies the slice.
-	acquireMu *sync.Mutex
 }
 
-func (r *recorder) newClient(tr *transport.BrokerTransport, acquireMu *sync.Mutex, process, member string) *client {
-	return &client{rec: r, tr: tr, acquireMu: acquireMu, process: process, member: member, id: int(r.lastClient.Add(1))}
+func (r *recorder) newClient(tr *transport.BrokerTransport, process, member string) *client {
+	return &client{rec: r, tr: tr, process: process, member: member, id: int(r.lastClient.Add(1))}
 }
 
 // call is one operation between its invoke and its completion.
@@ -177,8 +171,6 @@ func (c *client) Register(ctx context.Context, role string) (int64, error) {
 
 // Acquire records an acquire.
 func (c *client) Acquire(ctx context.Context, role string) (transport.FencingToken, error) {
-	c.acquireMu.Lock() // before the invoke: waiting here is not part of the operation
-	defer c.acquireMu.Unlock()
 	k := c.begin(history.KindAcquire, role, history.Args{})
 	tok, err := c.tr.AcquireEpoch(ctx, transport.Role(role))
 	ht := historyToken(tok)

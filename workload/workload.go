@@ -28,14 +28,16 @@ const startConcurrency = 8
 // writes their operations into the history. Build it with New, then Run it once, have the
 // runner heal the faults, call FinalReads, and Close it.
 type Workload struct {
-	cfg       Config
-	cl        cluster.Cluster
-	log       *slog.Logger
-	seed      uint64
-	rec       *recorder
-	faultID   func() int64
-	roles     []string
-	workTopic string
+	cfg     Config
+	cl      cluster.Cluster
+	log     *slog.Logger
+	seed    uint64
+	rec     *recorder
+	faultID func() int64
+	// pauseWindows: Freeze records member-pause windows (see WithoutPauseWindows).
+	pauseWindows bool
+	roles        []string
+	workTopic    string
 
 	procs   []*process
 	members []*member
@@ -49,10 +51,9 @@ type Workload struct {
 
 // process is one transport instance and the commit gate in its dial path.
 type process struct {
-	name      string // "p3"
-	tr        *transport.BrokerTransport
-	gate      *commitGate
-	acquireMu sync.Mutex // see client.acquireMu
+	name string // "p3"
+	tr   *transport.BrokerTransport
+	gate *commitGate
 }
 
 // reader is a loop of reads and describes on one process.
@@ -66,8 +67,9 @@ type reader struct {
 type Option interface{ apply(*options) }
 
 type options struct {
-	start    time.Time
-	faultIDs func() int64
+	start       time.Time
+	faultIDs    func() int64
+	noPauseRecs bool
 }
 
 type optionFunc func(*options)
@@ -84,6 +86,11 @@ func WithStart(start time.Time) Option { return optionFunc(func(o *options) { o.
 func WithFaultIDs(next func() int64) Option {
 	return optionFunc(func(o *options) { o.faultIDs = next })
 }
+
+// WithoutPauseWindows leaves the recording of member-pause windows to the caller: the
+// nemesis records every fault it injects, freezes included, so the workload must not record
+// them a second time. Default: Freeze records its windows.
+func WithoutPauseWindows() Option { return optionFunc(func(o *options) { o.noPauseRecs = true }) }
 
 // New validates cfg, checks that the file-descriptor limit can hold cfg.Processes, starts
 // one transport per process (each dialing through its own links from c), creates the
@@ -113,7 +120,7 @@ func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, 
 	}
 
 	wl := &Workload{
-		cfg: cfg, cl: c, log: log.With("seed", seed), seed: seed, faultID: o.faultIDs,
+		cfg: cfg, cl: c, log: log.With("seed", seed), seed: seed, faultID: o.faultIDs, pauseWindows: !o.noPauseRecs,
 		workTopic: cfg.workTopic(), stopping: make(chan struct{}),
 	}
 	for i := range cfg.Roles {
@@ -231,13 +238,13 @@ func (wl *Workload) layout() {
 				w: wl, proc: p, role: role, id: id, name: p.name + "/" + role + "/" + id,
 				txnID: transport.TransactionalID(cfg.topic(), transport.Role(role)),
 				workP: int32(r) % cfg.workPartitions(), payload: payload,
-				plan: plan.Member(r, j), cl: wl.rec.newClient(p.tr, &p.acquireMu, p.name, id),
+				plan: plan.Member(r, j), cl: wl.rec.newClient(p.tr, p.name, id),
 			})
 		}
 	}
 	for i := range cfg.Readers {
 		p := wl.procs[i%cfg.Processes]
-		wl.readers = append(wl.readers, &reader{plan: plan.Reader(i), cl: wl.rec.newClient(p.tr, &p.acquireMu, p.name, ""), workTopic: wl.workTopic})
+		wl.readers = append(wl.readers, &reader{plan: plan.Reader(i), cl: wl.rec.newClient(p.tr, p.name, ""), workTopic: wl.workTopic})
 	}
 }
 

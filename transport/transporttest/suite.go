@@ -79,6 +79,7 @@ func Run(t *testing.T, env Env) {
 		{"acquire - mints a token the process holds and describe reports", s.testAcquireDescribe},
 		{"acquire - newer holder fences the older one's writes", s.testFencing},
 		{"acquire - again in one process - replaces the old holding", s.testReacquire},
+		{"acquire - concurrently on many roles of one process - each token is its role's", s.testConcurrentRoles},
 		{"write - token not held - ErrNotHeld without I/O", s.testNotHeld},
 		{"register - join sequences are the offsets, in order", s.testRegister},
 		{"read - aborted and open transactions are invisible and do not block", s.testReadCommittedOnly},
@@ -322,6 +323,35 @@ func (s *suite) testReacquire(t *testing.T) {
 	err := tr.WriteLease(ctxT(t), role, t1, lease("m", 1))
 	wantErr(t, "write under the replaced token", err, transport.ErrNotHeld, transport.Fail)
 	mustWrite(t, tr, role, t2, lease("m", 2))
+}
+
+func (s *suite) testConcurrentRoles(t *testing.T) {
+	cfg := s.config(t)
+	if cfg.Dial == nil {
+		// A dialer is what gives the shared options spare capacity in practice: cover it.
+		var d net.Dialer
+		cfg.Dial = d.DialContext
+	}
+	tr := s.open(t, cfg)
+	const roles = 16
+	toks := make([]transport.FencingToken, roles)
+	errs := make([]error, roles)
+	var wg sync.WaitGroup
+	for i := range roles {
+		wg.Go(func() { toks[i], errs[i] = tr.AcquireEpoch(ctxT(t), transport.Role(fmt.Sprintf("concurrent-%d", i))) })
+	}
+	wg.Wait()
+	for i := range roles {
+		role := transport.Role(fmt.Sprintf("concurrent-%d", i))
+		if errs[i] != nil {
+			t.Fatalf("acquire %q: %v", role, errs[i])
+		}
+		d, held, err := tr.Describe(ctxT(t), role)
+		if err != nil || !held || d.ProducerID != toks[i].ProducerID {
+			t.Fatalf("%q: acquired %v but its coordinator reports %v (held %v, %v): the producer was built for another role", role, toks[i], d, held, err)
+		}
+		mustWrite(t, tr, role, toks[i], lease("m", uint64(i)))
+	}
 }
 
 func (s *suite) testNotHeld(t *testing.T) {
