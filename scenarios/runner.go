@@ -22,6 +22,7 @@ import (
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
 	"github.com/fencecheck/fencecheck/transport"
+	"github.com/fencecheck/fencecheck/transport/mutant"
 	"github.com/fencecheck/fencecheck/workload"
 )
 
@@ -41,7 +42,8 @@ type Options struct {
 	Live bool
 	// CheckTimeout bounds each role's porcupine search. Default checker.DefaultTimeout.
 	CheckTimeout time.Duration
-	// Transport names the transport under test in run.json ("real", "mutant:NAME").
+	// Transport is the transport under test: "" or "real" for transport.BrokerTransport,
+	// "mutant:NAME" for one of the deliberately broken transports of package mutant.
 	Transport string
 }
 
@@ -80,12 +82,19 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	if err := s.Supports(s.Cluster.Kind); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrScenario, err)
 	}
+	start, err := transportStart(opts.Transport)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrScenario, err)
+	}
+	if opts.Transport == "" {
+		opts.Transport = "real"
+	}
 	started := time.Now()
 	dir, err := reports.NewDir(opts.Root, s.Name, started, opts.Seed)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{s: s, opts: opts, dir: dir, started: started, out: &Outcome{Dir: dir, Seed: opts.Seed}}
+	r := &runner{s: s, opts: opts, dir: dir, started: started, start: start, out: &Outcome{Dir: dir, Seed: opts.Seed}}
 	logFile, err := os.Create(dir.Logs() + "/harness.log")
 	if err != nil {
 		return nil, fmt.Errorf("harness log: %w", err)
@@ -111,6 +120,7 @@ type runner struct {
 	started time.Time
 	log     *slog.Logger
 	out     *Outcome
+	start   workload.StartFunc // the transport under test
 
 	cl      cluster.Cluster
 	hist    *history.Writer
@@ -204,7 +214,8 @@ func (r *runner) startCluster(ctx context.Context) error {
 	var faultIDs atomic.Int64
 	next := func() int64 { return faultIDs.Add(1) }
 	if r.wl, err = workload.New(ctx, cfg, cl, r.hist, r.log.With("component", "workload"), r.opts.Seed,
-		workload.WithStart(r.started), workload.WithFaultIDs(next), workload.WithoutPauseWindows()); err != nil {
+		workload.WithStart(r.started), workload.WithFaultIDs(next), workload.WithoutPauseWindows(),
+		workload.WithTransport(r.start)); err != nil {
 		return err
 	}
 	sched, hasFaults, err := r.s.Nemesis.Schedule()
@@ -425,4 +436,34 @@ func randomSeed() uint64 {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return binary.LittleEndian.Uint64(b[:])>>1 + 1 // positive and non-zero: prints the same everywhere
+}
+
+// transportStart returns how to start the transport named by name ("", "real" or
+// "mutant:NAME").
+func transportStart(name string) (workload.StartFunc, error) {
+	mname, isMutant := strings.CutPrefix(name, "mutant:")
+	switch {
+	case name == "" || name == "real":
+		return nil, nil // the workload's default: transport.Start
+	case !isMutant:
+		return nil, fmt.Errorf("transport %q: want real or mutant:NAME", name)
+	}
+	known := false
+	for _, m := range mutant.List() {
+		known = known || m.Name == mname
+	}
+	if !known {
+		var names []string
+		for _, m := range mutant.List() {
+			names = append(names, "mutant:"+m.Name)
+		}
+		return nil, fmt.Errorf("transport %q: no such mutant (mutants: %s)", name, strings.Join(names, ", "))
+	}
+	return func(ctx context.Context, cfg transport.Config) (workload.Transport, error) {
+		m, err := mutant.Start(ctx, mname, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}, nil
 }

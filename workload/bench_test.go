@@ -64,7 +64,7 @@ func benchLeaseWrite(b *testing.B, procs int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		hs[i] = &holder{cl: m.cl, kc: m.proc.tr.BoundProducer(transport.Role(m.role)), role: m.role, tok: tok, rec: &kgo.Record{
+		hs[i] = &holder{cl: m.cl, kc: m.proc.tr.(*transport.BrokerTransport).BoundProducer(transport.Role(m.role)), role: m.role, tok: tok, rec: &kgo.Record{
 			Topic: cfg.topic(), Partition: transport.PartitionFor(transport.Role(m.role), partitions),
 			Key: transport.EncodeKey(transport.Role(m.role)),
 			Value: transport.AppendValue(nil, transport.Value{Kind: transport.KindLease, Token: tok, Member: "m1",

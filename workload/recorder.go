@@ -69,13 +69,13 @@ func (r *recorder) failed() error {
 // may still take effect while later ones run (SEMANTICS.md §2).
 type client struct {
 	rec     *recorder
-	tr      *transport.BrokerTransport
+	tr      Transport
 	process string
 	member  string // empty for readers
 	id      int
 }
 
-func (r *recorder) newClient(tr *transport.BrokerTransport, process, member string) *client {
+func (r *recorder) newClient(tr Transport, process, member string) *client {
 	return &client{rec: r, tr: tr, process: process, member: member, id: int(r.lastClient.Add(1))}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/transport"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // flushEvery bounds how much history a killed run can lose.
@@ -35,9 +36,10 @@ type Workload struct {
 	rec     *recorder
 	faultID func() int64
 	// pauseWindows: Freeze records member-pause windows (see WithoutPauseWindows).
-	pauseWindows bool
-	roles        []string
-	workTopic    string
+	startTransport StartFunc
+	pauseWindows   bool
+	roles          []string
+	workTopic      string
 
 	procs   []*process
 	members []*member
@@ -52,8 +54,30 @@ type Workload struct {
 // process is one transport instance and the commit gate in its dial path.
 type process struct {
 	name string // "p3"
-	tr   *transport.BrokerTransport
+	tr   Transport
 	gate *commitGate
+}
+
+// Transport is what the workload drives in each process: *transport.BrokerTransport, or a
+// wrapper of it (fencecheck's deliberately broken mutants, which prove the checker has teeth).
+type Transport interface {
+	transport.CoordinationTransport
+	WriteFenced(ctx context.Context, role transport.Role, token transport.FencingToken, recs ...*kgo.Record) error
+	ReadPartition(ctx context.Context, topic string, partition int32) ([]*kgo.Record, error)
+	EnsureTopic(ctx context.Context, topic string, partitions int32) (int32, error)
+	WaitStable(ctx context.Context, topic string, partition int32) error
+	Close(ctx context.Context) error
+}
+
+// StartFunc builds a process's transport; transport.Start is the default (see WithTransport).
+type StartFunc func(ctx context.Context, cfg transport.Config) (Transport, error)
+
+func startReal(ctx context.Context, cfg transport.Config) (Transport, error) {
+	tr, err := transport.Start(ctx, cfg)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return tr, nil
 }
 
 // reader is a loop of reads and describes on one process.
@@ -67,6 +91,7 @@ type reader struct {
 type Option interface{ apply(*options) }
 
 type options struct {
+	startTr     StartFunc
 	start       time.Time
 	faultIDs    func() int64
 	noPauseRecs bool
@@ -86,6 +111,10 @@ func WithStart(start time.Time) Option { return optionFunc(func(o *options) { o.
 func WithFaultIDs(next func() int64) Option {
 	return optionFunc(func(o *options) { o.faultIDs = next })
 }
+
+// WithTransport makes every process's transport with start instead of transport.Start. The
+// final reads always use transport.Start: they are the reference the checker judges by.
+func WithTransport(start StartFunc) Option { return optionFunc(func(o *options) { o.startTr = start }) }
 
 // WithoutPauseWindows leaves the recording of member-pause windows to the caller: the
 // nemesis records every fault it injects, freezes included, so the workload must not record
@@ -110,6 +139,9 @@ func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, 
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
+	if o.startTr == nil {
+		o.startTr = startReal
+	}
 	if o.faultIDs == nil {
 		var n atomic.Int64
 		o.faultIDs = func() int64 { return n.Add(1) }
@@ -121,7 +153,8 @@ func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, 
 
 	wl := &Workload{
 		cfg: cfg, cl: c, log: log.With("seed", seed), seed: seed, faultID: o.faultIDs, pauseWindows: !o.noPauseRecs,
-		workTopic: cfg.workTopic(), stopping: make(chan struct{}),
+		startTransport: o.startTr,
+		workTopic:      cfg.workTopic(), stopping: make(chan struct{}),
 	}
 	for i := range cfg.Roles {
 		wl.roles = append(wl.roles, RoleName(i))
@@ -175,7 +208,7 @@ func (wl *Workload) startProcesses(ctx context.Context, info cluster.Info) error
 			tc.TransactionVersion = cfg.TransactionVersion
 			tc.Dial = p.gate.dial(dial)
 			tc.Logger = wl.log.With("process", p.name)
-			if p.tr, err = transport.Start(ctx, tc); err != nil {
+			if p.tr, err = wl.startTransport(ctx, tc); err != nil {
 				errs[i] = fmt.Errorf("start %s: %w", p.name, err)
 				return
 			}

@@ -30,6 +30,7 @@ type runFlags struct {
 	count, txnVersion          int
 	processes, roles, members  int
 	checkTimeout               time.Duration
+	transport                  string
 }
 
 func newRun() *cobra.Command {
@@ -80,7 +81,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 					}
 					out, err := scenarios.Run(ctx, s, scenarios.Options{
 						Root: f.out, Seed: seed, Console: c.OutOrStdout(), CheckTimeout: f.checkTimeout,
-						StatusEvery: statusEvery(c), Live: isTerminal(c), Transport: "real",
+						StatusEvery: statusEvery(c), Live: isTerminal(c), Transport: f.transport,
 						Command: commandLine(s, f, seed),
 					})
 					if err != nil {
@@ -110,6 +111,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
 	fl.IntVar(&f.roles, "roles", 0, "roles (default: the scenario's)")
 	fl.IntVar(&f.members, "members", 0, "members per role (default: the scenario's)")
+	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, or mutant:NAME (a deliberately broken one; see `fencecheck selftest --list`)")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
 	return c
 }
@@ -162,6 +164,7 @@ func commandLine(s *scenarios.Scenario, f runFlags, seed uint64) string {
 	add("--processes", s.Workload.Processes, true)
 	add("--roles", s.Workload.Roles, true)
 	add("--members", s.Workload.MembersPerRole, true)
+	add("--transport", f.transport, f.transport != "" && f.transport != "real")
 	return strings.Join(parts, " ")
 }
 
