@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary builds fencecheck once for the tests that run it as a user would.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fencecheck")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	t.Fatalf("run: %v", err)
+	return -1
+}
+
+func TestUsageErrors(t *testing.T) {
+	bin := buildBinary(t)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "no-such-scenario"}, "no built-in scenario"},
+		{[]string{"run", "--count", "0"}, "--count"},
+		{[]string{"run", "--cluster", "cloud"}, "cluster.kind"},
+		{[]string{"run", "--no-such-flag"}, "unknown flag"},
+		{[]string{"run", "isolate-broker", "--cluster", "embedded"}, "local"},
+		{[]string{"run", "--transport", "mutant:nope"}, "no such mutant"},
+		{[]string{"check"}, "takes 1 argument"},
+		{[]string{"check", t.TempDir()}, "not a run directory"},
+	}
+	for _, tc := range tests {
+		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		if code := exitCode(t, err); code != 254 {
+			t.Errorf("%v: exit %d, want 254 (usage); output:\n%s", tc.args, code, out)
+		}
+		if !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v: output %q does not say %q", tc.args, out, tc.want)
+		}
+		if strings.Contains(string(out), "goroutine ") {
+			t.Errorf("%v: a stack trace reached the user:\n%s", tc.args, out)
+		}
+	}
+}
+
+// TestInterruptMidFault sends SIGINT while a partition is injected: the run must still heal,
+// read, check and report, exit 2 (inconclusive), and leave nothing running.
+func TestInterruptMidFault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a scenario")
+	}
+	bin := buildBinary(t)
+	out := t.TempDir()
+	cmd := exec.Command(bin, "run", "holder-partition", "--seed", "4", "--out", out)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever happens, nothing survives the test
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+
+	// Wait until the history records a fault window that took hold... by watching the file.
+	var hist string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		matches, _ := filepath.Glob(filepath.Join(out, "holder-partition", "*", "history.jsonl"))
+		if len(matches) == 1 {
+			hist = matches[0]
+			if b, _ := os.ReadFile(hist); strings.Contains(string(b), `"fault-start"`) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no fault started within 60s")
+		}
+		time.Sleep(100 * time.Millisecond) // polling a file another process writes
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	var printed []string
+	for l := range lines {
+		printed = append(printed, l)
+	}
+	code := exitCode(t, cmd.Wait())
+	if code != 2 {
+		t.Fatalf("exit %d after SIGINT, want 2; output:\n%s", code, strings.Join(printed, "\n"))
+	}
+	dir := filepath.Dir(hist)
+	var res struct {
+		Verdict string `json:"verdict"`
+		Error   string `json:"error"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatalf("no results.json after the interrupt: %v", err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil || res.Verdict != "inconclusive" || !strings.Contains(res.Error, "interrupted") {
+		t.Fatalf("results %+v (%v), want inconclusive and interrupted", res, err)
+	}
+	var info struct {
+		Interrupted bool `json:"interrupted"`
+	}
+	b, _ = os.ReadFile(filepath.Join(dir, "run.json"))
+	if json.Unmarshal(b, &info); !info.Interrupted {
+		t.Error("run.json does not say the run was interrupted")
+	}
+	for _, f := range []string{"report.html", "junit.xml"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s missing after the interrupt: %v", f, err)
+		}
+	}
+	hb, _ := os.ReadFile(hist)
+	if starts, ends := strings.Count(string(hb), `"fault-start"`), strings.Count(string(hb), `"fault-end"`); starts == 0 || starts != ends {
+		t.Errorf("history has %d fault starts and %d ends: every fault must be healed and closed", starts, ends)
+	}
+	if !strings.Contains(string(hb), `"final-read"`) {
+		t.Error("no final read after the interrupt")
+	}
+	// The process group is gone: nothing the run started is still running.
+	if err := syscall.Kill(-cmd.Process.Pid, 0); err == nil {
+		t.Error("processes of the run are still running after it exited")
+	}
+}

@@ -1,0 +1,94 @@
+package scenarios_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/scenarios"
+)
+
+func TestCatalogueLoads(t *testing.T) {
+	names := scenarios.Names()
+	for _, want := range []string{"steady", "holder-partition", "coordinator-partition", "zombie-holder", "black-hole",
+		"kill-coordinator", "kill-leader", "pause-broker", "isolate-broker", "slow-links", "flapping", "rolling-restart", "chaos"} {
+		s, _, err := scenarios.Builtin(want)
+		if err != nil {
+			t.Errorf("built-in %s: %v", want, err)
+			continue
+		}
+		if s.Name != want || s.Description == "" || s.Duration <= 0 {
+			t.Errorf("built-in %s: name %q, description %q, duration %v", want, s.Name, s.Description, s.Duration)
+		}
+	}
+	if len(names) < 13 {
+		t.Errorf("catalogue has %d scenarios: %v", len(names), names)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	base := "name: x\ndescription: d\nduration: 10s\n"
+	tests := []struct {
+		name, yaml string
+		want       []string // substrings of the error
+	}{
+		{"unknown top-level field names it and its line", base + "durration: 5s\n", []string{"line 4", "durration"}},
+		{"unknown workload field names it", base + "workload:\n  preset: low\n  procesess: 3\n", []string{"line 6", "procesess"}},
+		{"unknown preset", base + "workload:\n  preset: extreme\n", []string{"workload.preset", "extreme"}},
+		{"bad workload value names the field", base + "workload:\n  preset: low\n  processes: -1\n", []string{"processes"}},
+		{"bad duration", "name: x\ndescription: d\nduration: soon\n", []string{"soon"}},
+		{"missing duration", "name: x\ndescription: d\n", []string{"duration"}},
+		{"unknown cluster kind", base + "cluster:\n  kind: cloud\n", []string{"cluster.kind", "cloud"}},
+		{"unknown fault in a script", base + "nemesis:\n  script:\n    - at 1s earthquake all for 2s\n", []string{"nemesis.script[0]", "earthquake"}},
+		{"a script step without for", base + "nemesis:\n  script:\n    - at 1s partition p1 from all\n", []string{"for"}},
+		{"unknown promise", base + "promises: [miracle]\n", []string{"promises[0]", "miracle"}},
+		{"name with a slash", "name: a/b\ndescription: d\nduration: 10s\n", []string{"name"}},
+		{"empty file", "", []string{"empty"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := scenarios.Parse("test.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatal("parsed without error")
+			}
+			if !errors.Is(err, scenarios.ErrScenario) {
+				t.Errorf("error %v does not wrap ErrScenario", err)
+			}
+			for _, w := range append(tc.want, "test.yaml") {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseOverridesPreset(t *testing.T) {
+	s, err := scenarios.Parse("t.yaml", []byte("name: x\ndescription: d\nduration: 10s\nworkload:\n  preset: high\n  processes: 7\n  load:\n    work_rate: 9\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Workload.Processes != 7 || s.Workload.Load.WorkRate != 9 {
+		t.Errorf("overrides not applied: processes %d, work_rate %v", s.Workload.Processes, s.Workload.Load.WorkRate)
+	}
+	if s.Workload.Roles != 10 || s.Workload.Load.Contend == 0 {
+		t.Errorf("preset not kept under the overrides: roles %d, contend %v", s.Workload.Roles, s.Workload.Load.Contend)
+	}
+}
+
+func TestSupportsRefusesWithReason(t *testing.T) {
+	s, _, err := scenarios.Builtin("isolate-broker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Supports(scenarios.KindEmbedded); err == nil || !strings.Contains(err.Error(), "local") {
+		t.Errorf("isolate-broker on embedded: %v, want a refusal naming the local cluster", err)
+	}
+	if err := s.Supports(scenarios.KindLocal); err != nil {
+		t.Errorf("isolate-broker on local: %v", err)
+	}
+	k, _, _ := scenarios.Builtin("kill-coordinator")
+	if err := k.Supports(scenarios.KindExternal); err == nil {
+		t.Error("kill-coordinator on an external cluster was not refused")
+	}
+}
