@@ -38,9 +38,23 @@ func axis(end int64, x xOf) []tick {
 	var ticks []tick
 	for i := 0; i <= 5; i++ {
 		ns := end * int64(i) / 5
-		ticks = append(ticks, tick{X: x(ns), Label: (time.Duration(ns).Round(100 * time.Millisecond)).String()})
+		anchor := "middle"
+		if i == 5 {
+			anchor = "end"
+		}
+		ticks = append(ticks, tick{X: x(ns), Label: time.Duration(ns).Round(tickUnit(end)).String(), Anchor: anchor})
 	}
 	return ticks
+}
+
+// tickUnit is the power of ten at or below a fiftieth of end, so tick labels are round and a
+// short history's ticks do not all read 0s.
+func tickUnit(end int64) time.Duration {
+	u := time.Duration(1)
+	for u*10 <= time.Duration(end/50) {
+		u *= 10
+	}
+	return u
 }
 
 func faultBands(h *history.History, x xOf) []band {
@@ -228,7 +242,7 @@ func charts(h *history.History) []chart {
 	}
 	x := scale(h.End)
 	// Buckets of at least minBin, so a short run's chart shows rates rather than noise.
-	bins := int(min(int64(chartBins), max(h.End/int64(minBin), 1)))
+	bins := int(min(int64(chartBins), max(h.End/int64(minBin), 10)))
 	binOf := func(ns int64) int {
 		b := int(ns * int64(bins) / (h.End + 1))
 		return min(max(b, 0), bins-1)

@@ -110,8 +110,9 @@ type mark struct {
 }
 
 type tick struct {
-	X     float64
-	Label string
+	X      float64
+	Label  string
+	Anchor string // SVG text-anchor: the last tick ends at the edge instead of overflowing it
 }
 
 type chart struct {
