@@ -29,8 +29,10 @@ lint:
 
 ## test: everything CI checks. The local-Kafka tests need the jars (`make kafka`); with
 ## FENCECHECK_REQUIRE_KAFKA=1 (set here) a missing install fails instead of skipping.
+## Packages run one at a time (-p 1): scenario runs are timed in leases, and two packages
+## starting JVMs and workloads at once on 2 cores starve each other.
 test: lint kafka
-	FENCECHECK_REQUIRE_KAFKA=1 $(GO) test -timeout $(GOTEST_TIMEOUT) ./...
+	FENCECHECK_REQUIRE_KAFKA=1 $(GO) test -p 1 -timeout $(GOTEST_TIMEOUT) ./...
 	$(GO) test -race -timeout 10m ./transport/...
 	$(MAKE) fuzz
 

@@ -48,13 +48,22 @@ func (t *BrokerTransport) EnsureTopic(ctx context.Context, topic string, partiti
 	return info.partitions, nil
 }
 
-// ensureTopic creates topic if needed and caches its id and partition count. "Already
-// exists" is success: another process may have created it first.
+// ensureTopic creates topic if needed and caches its id and partition count. It asks first
+// whether the topic exists, so a process that only reads never needs the controller (which
+// may be the broker a fault took away); "already exists" is success too: another process may
+// have created it meanwhile.
 func (t *BrokerTransport) ensureTopic(ctx context.Context, topic string, partitions int32) (*topicInfo, error) {
 	t.topicsMu.Lock()
 	defer t.topicsMu.Unlock()
 	if info := t.topics[topic]; info != nil {
 		return info, nil
+	}
+	if md, err := t.adm.Metadata(ctx, topic); err == nil {
+		if d, ok := md.Topics[topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
+			info := &topicInfo{id: d.ID, partitions: int32(len(d.Partitions))}
+			t.topics[topic] = info
+			return info, nil
+		}
 	}
 	resp, err := t.adm.CreateTopic(ctx, partitions, t.cfg.TopicReplication, nil, topic)
 	if err == nil {
