@@ -157,3 +157,21 @@ func TestInterruptMidFault(t *testing.T) {
 		t.Error("processes of the run are still running after it exited")
 	}
 }
+
+// TestSelftest runs `fencecheck selftest` on the embedded cluster: it passes only if every
+// mutant transport is judged invalid on a guarantee it breaks and the real one valid.
+func TestSelftest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a scenario per transport")
+	}
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "selftest", "--duration", "12s", "--out", t.TempDir()).CombinedOutput()
+	if code := exitCode(t, err); code != 0 {
+		t.Fatalf("selftest exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"PASS  real", "PASS  mutant:lease-outside-txn", "PASS  mutant:ack-fenced", "selftest passed"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("selftest output lacks %q:\n%s", want, out)
+		}
+	}
+}
