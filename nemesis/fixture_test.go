@@ -20,19 +20,30 @@ import (
 )
 
 const (
-	reqTimeout = 2 * time.Second // the transports' RequestTimeout
+	reqTimeout = 2 * time.Second // the transports' RequestTimeout on the embedded cluster
 	lease      = time.Second     // the transports' lease (transaction timeout)
 	partitions = 3
 	topic      = "nemesis.coordination"
 	processes  = 4 // p4 creates the topic
 )
 
+// timing is how long a fixture's calls may take: short on the embedded cluster, a few
+// seconds on real Kafka.
+type timing struct {
+	request time.Duration // the transports' RequestTimeout; failsFast allows it plus 1s
+	recover time.Duration // how long recovers retries a call
+}
+
+var embeddedTiming = timing{request: reqTimeout, recover: 20 * time.Second}
+
 var roles = []string{"role-1", "role-2", "role-3"}
 
-// fixture is one embedded cluster, a nemesis on it, and transports per process.
+// fixture is a 3-broker cluster (embedded unless newFixtureOn was given another), a nemesis
+// on it, and transports per process.
 type fixture struct {
 	t   *testing.T
 	c   cluster.Cluster
+	tm  timing
 	rec *memRecorder
 	n   *nemesis.Nemesis
 	env nemesis.Env
@@ -59,7 +70,18 @@ func newFixture(t *testing.T, seed uint64, edit func(*nemesis.Env)) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close(context.Background()) })
-	f := &fixture{t: t, c: c, rec: &memRecorder{}, trs: map[int]*transport.BrokerTransport{}}
+	return newFixtureOn(t, c, embeddedTiming, seed, edit)
+}
+
+// newFixtureOn puts a nemesis and transports (whose calls take tm) on c, a running cluster of
+// 3 brokers that the caller closes; edit adjusts the env. When the test ends, HealAll must
+// succeed and leave the cluster clean.
+func newFixtureOn(t *testing.T, c cluster.Cluster, tm timing, seed uint64, edit func(*nemesis.Env)) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	f := &fixture{t: t, c: c, tm: tm, rec: &memRecorder{}, trs: map[int]*transport.BrokerTransport{}}
 	f.env = nemesis.Env{
 		Cluster:   c,
 		Processes: processes,
@@ -107,7 +129,7 @@ func (f *fixture) transport(p int) *transport.BrokerTransport {
 	}
 	cfg := transport.NewConfig(strings.Join(f.c.Bootstrap(), ","), lease)
 	cfg.Topic, cfg.TopicPartitions, cfg.TopicReplication = topic, partitions, 3
-	cfg.RequestTimeout, cfg.Dial, cfg.ClientID = reqTimeout, dial, cluster.ProcessName(p)
+	cfg.RequestTimeout, cfg.Dial, cfg.ClientID = f.tm.request, dial, cluster.ProcessName(p)
 	tr, err := transport.Start(ctx, cfg)
 	if err != nil {
 		f.t.Fatalf("start transport of p%d: %v", p, err)
@@ -136,6 +158,20 @@ func (f *fixture) register(p int, role string, size int) func(context.Context) e
 	return func(ctx context.Context) error {
 		_, err := f.transport(p).Register(ctx, transport.Role(role), transport.MemberID(id))
 		return err
+	}
+}
+
+// acquireWrite is AcquireEpoch of role by process p followed by a lease written (and
+// committed) with the new token: a holder's whole path, coordinator and partition leader.
+func (f *fixture) acquireWrite(p int, role string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		tr := f.transport(p)
+		tok, err := tr.AcquireEpoch(ctx, transport.Role(role))
+		if err != nil {
+			return err
+		}
+		return tr.WriteLease(ctx, transport.Role(role), tok,
+			transport.Lease{Holder: transport.MemberID(cluster.ProcessName(p)), Seq: 1, Duration: lease, WrittenAt: time.Now()})
 	}
 }
 
@@ -173,7 +209,19 @@ func (f *fixture) heal(inj *nemesis.Injection) history.Fault {
 // failsFast runs call and checks that it fails within the request timeout (plus slack).
 func failsFast(t *testing.T, what string, call func(context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*reqTimeout)
+	failsWithin(t, reqTimeout, what, call)
+}
+
+// failsFast is failsFast with the fixture's request timeout.
+func (f *fixture) failsFast(t *testing.T, what string, call func(context.Context) error) {
+	t.Helper()
+	failsWithin(t, f.tm.request, what, call)
+}
+
+// failsWithin runs call and checks that it fails within timeout (plus slack).
+func failsWithin(t *testing.T, timeout time.Duration, what string, call func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
 	defer cancel()
 	start := time.Now()
 	err := call(ctx)
@@ -181,8 +229,8 @@ func failsFast(t *testing.T, what string, call func(context.Context) error) {
 	if err == nil {
 		t.Fatalf("%s: succeeded, want an error", what)
 	}
-	if took > reqTimeout+time.Second {
-		t.Fatalf("%s: failed after %v, want within the request timeout %v: %v", what, took, reqTimeout, err)
+	if took > timeout+time.Second {
+		t.Fatalf("%s: failed after %v, want within the request timeout %v: %v", what, took, timeout, err)
 	}
 	t.Logf("%s: failed after %v: %v", what, took.Round(time.Millisecond), err)
 }
@@ -190,10 +238,23 @@ func failsFast(t *testing.T, what string, call func(context.Context) error) {
 // recovers retries call until it succeeds (20s at most): service is there, or came back.
 func recovers(t *testing.T, what string, call func(context.Context) error) {
 	t.Helper()
+	recoversWithin(t, embeddedTiming, what, call)
+}
+
+// recovers is recovers with the fixture's timing.
+func (f *fixture) recovers(t *testing.T, what string, call func(context.Context) error) {
+	t.Helper()
+	recoversWithin(t, f.tm, what, call)
+}
+
+// recoversWithin retries call, each try bounded by twice tm.request, until it succeeds
+// (tm.recover at most).
+func recoversWithin(t *testing.T, tm timing, what string, call func(context.Context) error) {
+	t.Helper()
 	start := time.Now()
 	var err error
-	for time.Since(start) < 20*time.Second {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*reqTimeout)
+	for time.Since(start) < tm.recover {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*tm.request)
 		err = call(ctx)
 		cancel()
 		if err == nil {
@@ -253,14 +314,40 @@ func (f *fixture) leader(role string) cluster.Broker {
 
 func (f *fixture) brokerWith(q cluster.RoleQuery, r cluster.Role) cluster.Broker {
 	f.t.Helper()
-	bs, err := f.c.Brokers(context.Background(), q)
+	b, err := f.findBroker(context.Background(), q, r)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+// findBroker returns the broker that has r, by the cluster's answer to q.
+func (f *fixture) findBroker(ctx context.Context, q cluster.RoleQuery, r cluster.Role) (cluster.Broker, error) {
+	bs, err := f.c.Brokers(ctx, q)
 	for _, b := range bs {
 		if b.Has(r) {
-			return b
+			return b, nil
 		}
 	}
-	f.t.Fatalf("no broker is %v: %v", r, errors.Join(err, fmt.Errorf("brokers %+v", bs)))
-	return cluster.Broker{}
+	return cluster.Broker{}, fmt.Errorf("no broker is %v: %w", r, errors.Join(err, fmt.Errorf("brokers %+v", bs)))
+}
+
+// findCoordinator returns the broker coordinating role's transactional id, or an error
+// while none does.
+func (f *fixture) findCoordinator(ctx context.Context, role string) (cluster.Broker, error) {
+	id := transport.TransactionalID(topic, transport.Role(role))
+	return f.findBroker(ctx, cluster.RoleQuery{TransactionalIDs: []string{id}}, cluster.Role{Kind: cluster.RoleTxnCoordinator, Key: id})
+}
+
+// peerLinks returns the cluster's peer links by (from, to) broker id.
+func (f *fixture) peerLinks() map[[2]int32]*cluster.Link {
+	peer := map[[2]int32]*cluster.Link{}
+	for _, l := range f.c.Network().Links() {
+		if l.Kind() == cluster.LinkPeer {
+			peer[[2]int32{l.From(), l.Broker()}] = l
+		}
+	}
+	return peer
 }
 
 func ms(n int) nemesis.Duration  { return nemesis.Duration(time.Duration(n) * time.Millisecond) }
