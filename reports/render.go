@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
-	"os"
 	"strconv"
 	"strings"
 
@@ -84,10 +83,4 @@ func (d Dir) Write(info *RunInfo, res *checker.Results, h *history.History, hist
 		return fmt.Errorf("write junit: %w", err)
 	}
 	return nil
-}
-
-// Exists reports whether path exists (for callers that print what a run left).
-func Exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }

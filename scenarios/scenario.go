@@ -15,7 +15,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/nemesis"
@@ -235,6 +234,3 @@ func Parse(file string, b []byte) (*Scenario, error) {
 func (s *Scenario) Marshal() ([]byte, error) {
 	return yaml.Marshal(s)
 }
-
-// durationOf is a helper for flags: a positive time.Duration as a scenario duration.
-func durationOf(d time.Duration) workload.Duration { return workload.Duration(d) }
