@@ -176,6 +176,11 @@ type inProcessToxiproxy struct {
 func startInProcessToxiproxy() (*inProcessToxiproxy, error) {
 	// Metrics must not be nil; an empty container registers nothing.
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	// Some toxics (bandwidth, slicer) log through zerolog's global logger at trace level,
+	// which no option of the server reaches; they would flood the harness's output.
+	if zerolog.GlobalLevel() < zerolog.InfoLevel {
+		zerolog.SetGlobalLevel(zerolog.InfoLevel)
+	}
 	// toxiproxy v2.5.0 builds its router inside Listen, which also calls
 	// log.Fatal on error and cannot bind port 0 usefully; we route to its
 	// exported handlers ourselves.
