@@ -52,6 +52,7 @@ type roleState struct {
 type holding struct {
 	token  FencingToken
 	client *kgo.Client
+	warm   map[string]bool // topics whose partitions this producer has loaded (see warmUp)
 }
 
 // Start builds a transport against the cluster at cfg.Bootstrap. It validates cfg and opens
