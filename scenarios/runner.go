@@ -360,11 +360,14 @@ func (r *runner) cleanup(ctx context.Context) {
 func (r *runner) check(ctx context.Context) {
 	var res *checker.Results
 	_ = r.phase("check", func() error {
-		h, err := history.ReadFile(r.dir.History())
-		if err != nil {
-			r.harness = append(r.harness, err)
+		h, histErr := history.ReadFile(r.dir.History())
+		if histErr != nil {
+			if r.hist != nil { // a history that was opened must be readable; none is the earlier failure's
+				r.harness = append(r.harness, histErr)
+			}
 			res = &checker.Results{Format: checker.ResultsFormat, Verdict: checker.VerdictError}
 		} else {
+			var err error
 			res, err = checker.Check(ctx, h, checker.Options{Timeout: r.opts.CheckTimeout,
 				Visualize: checker.DirVisualizer(r.dir.Linear()), Logger: r.log.With("component", "checker")})
 			if err != nil {
@@ -389,7 +392,7 @@ func (r *runner) check(ctx context.Context) {
 			return err
 		}
 		info, _ := r.dir.ReadRunInfo()
-		return r.dir.Write(info, res, h, err)
+		return r.dir.Write(info, res, h, histErr)
 	})
 	r.out.Results = res
 	if res != nil {

@@ -175,3 +175,21 @@ func TestSelftest(t *testing.T) {
 		}
 	}
 }
+
+// TestHarnessErrorWhenClusterCannotStart: a cluster that cannot start is a harness error
+// (255), not a verdict on the transport, and the run directory still says why.
+func TestHarnessErrorWhenClusterCannotStart(t *testing.T) {
+	bin := buildBinary(t)
+	out := t.TempDir()
+	b, err := exec.Command(bin, "run", "steady", "--cluster", "local", "--kafka-version", "9.9.9", "--out", out).CombinedOutput()
+	if code := exitCode(t, err); code != 255 {
+		t.Fatalf("exit %d, want 255; output:\n%s", code, b)
+	}
+	if !strings.Contains(string(b), "make kafka KAFKA_VERSION=9.9.9") {
+		t.Errorf("output does not say how to install the missing version:\n%s", b)
+	}
+	res, err := os.ReadFile(filepath.Join(out, "latest", "results.json"))
+	if err != nil || !strings.Contains(string(res), `"verdict": "error"`) || strings.Contains(string(res), "history.jsonl") {
+		t.Errorf("results.json (%v) must hold the error verdict and only the cluster's reason:\n%s", err, res)
+	}
+}
