@@ -157,7 +157,7 @@ func isBrokerRejection(err error) bool {
 
 // isFencing reports whether err is one of the broker's answers to a stale producer epoch.
 // INVALID_TXN_STATE is what kfake answers a deposed TV1 producer's produce; OPERATION_NOT_ATTEMPTED
-// is not here: kgo returns it for a commit it did not send (see write.go).
+// is not here: kgo returns it for a commit it did not send (see WriteFenced in lease.go).
 func isFencing(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) ||
 		errors.Is(err, kerr.InvalidProducerEpoch) ||
