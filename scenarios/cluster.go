@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/containers"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/cluster/external"
 	"github.com/fencecheck/fencecheck/cluster/local"
 )
 
@@ -34,6 +36,11 @@ type ClusterSpec struct {
 	KafkaVersion string `json:"kafka_version,omitempty" yaml:"kafka_version,omitempty"`
 	// TransactionVersion is the cluster's transaction.version, 1 or 2. Default 2 (1 on 3.x).
 	TransactionVersion int `json:"transaction_version,omitempty" yaml:"transaction_version,omitempty"`
+	// KafkaImage and ToxiproxyImage select the containers cluster's images. Default
+	// fencecheck/kafka:<kafka_version> (built by `make images`) and toxiproxy in this process;
+	// with an ordinary Docker setup, e.g. apache/kafka:4.1.2 and ghcr.io/shopify/toxiproxy:2.5.0.
+	KafkaImage     string `json:"kafka_image,omitempty" yaml:"kafka_image,omitempty"`
+	ToxiproxyImage string `json:"toxiproxy_image,omitempty" yaml:"toxiproxy_image,omitempty"`
 	// Bootstrap and ToxiproxyAPI describe an external cluster.
 	Bootstrap    string `json:"bootstrap,omitempty" yaml:"bootstrap,omitempty"`
 	ToxiproxyAPI string `json:"toxiproxy_api,omitempty" yaml:"toxiproxy_api,omitempty"`
@@ -62,6 +69,9 @@ func (c *ClusterSpec) validate() error {
 	if c.Kind == KindExternal && c.Bootstrap == "" {
 		return fmt.Errorf("cluster.bootstrap: required for an external cluster")
 	}
+	if c.Kind != KindContainers && (c.KafkaImage != "" || c.ToxiproxyImage != "") {
+		return fmt.Errorf("cluster.kafka_image, cluster.toxiproxy_image: only a containers cluster runs images (kind is %s)", c.Kind)
+	}
 	return nil
 }
 
@@ -78,6 +88,19 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 	case KindLocal:
 		return local.New(ctx, local.Options{Version: spec.KafkaVersion, Brokers: spec.Brokers,
 			TxnVersion: spec.TransactionVersion, LogsDir: logsDir, Logger: log})
+	case KindContainers:
+		return containers.New(ctx, containers.Options{Version: spec.KafkaVersion, KafkaImage: spec.KafkaImage,
+			ToxiproxyImage: spec.ToxiproxyImage, Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion,
+			LogsDir: logsDir, Logger: log})
+	case KindExternal:
+		var bootstrap []string
+		for _, b := range strings.Split(spec.Bootstrap, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				bootstrap = append(bootstrap, b)
+			}
+		}
+		return external.New(ctx, external.Options{Bootstrap: bootstrap,
+			Network: cluster.NetworkOptions{Toxiproxy: spec.ToxiproxyAPI, Logger: log}, Logger: log})
 	}
-	return nil, fmt.Errorf("cluster.kind %s: %w", spec.Kind, cluster.Unsupported(spec.Kind, "start", "this backend is not built yet"))
+	return nil, fmt.Errorf("cluster.kind %q: %w", spec.Kind, cluster.Unsupported(spec.Kind, "start", "unknown kind"))
 }

@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"github.com/fencecheck/fencecheck/cluster/internal/kraft"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,7 +12,7 @@ import (
 
 // DefaultVersion is the Kafka release used when neither Options.Version nor
 // FENCECHECK_KAFKA_HOME says otherwise; mk/kafka.mk fetches the same one.
-const DefaultVersion = "4.1.2"
+const DefaultVersion = kraft.DefaultVersion
 
 // EnvHome names the environment variable pointing at one Kafka version's
 // folder (the one holding libs/); `make` exports it.

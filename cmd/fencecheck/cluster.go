@@ -24,9 +24,15 @@ func newClusterCmd() *cobra.Command {
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start a cluster with per-process links and keep it up until Ctrl-C",
-		Long: `up starts a cluster (kfake in this process, or three Apache Kafka JVMs from the jars
-` + "`make kafka`" + ` fetched), prints its bootstrap addresses and the links of --processes
-processes, and stays up until Ctrl-C or SIGTERM; then it stops every broker and proxy.`,
+		Long: `up starts a cluster, prints its bootstrap addresses and the links of --processes
+processes, and stays up until Ctrl-C or SIGTERM; then it stops every broker and proxy.
+
+Kinds:
+  embedded    kfake in this process
+  local       Apache Kafka JVMs from the jars ` + "`make kafka`" + ` fetched
+  containers  the same Kafka in containers (testcontainers-go, host networking); needs a Docker
+              engine (` + "`make docker-engine`" + ` starts the project's own) and the images
+              (` + "`make images`" + `), or --kafka-image apache/kafka:<version> with an ordinary Docker`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
@@ -71,10 +77,12 @@ processes, and stays up until Ctrl-C or SIGTERM; then it stops every broker and 
 			return nil
 		},
 	}
-	up.Flags().StringVar(&spec.Kind, "kind", scenarios.KindEmbedded, "cluster kind: embedded or local")
+	up.Flags().StringVar(&spec.Kind, "kind", scenarios.KindEmbedded, "cluster kind: embedded, local or containers")
 	up.Flags().IntVar(&spec.Brokers, "brokers", 3, "number of brokers")
 	up.Flags().IntVar(&spec.TransactionVersion, "txn-version", 2, "transaction.version: 1 or 2")
-	up.Flags().StringVar(&spec.KafkaVersion, "kafka-version", "", "Kafka release of a local cluster (default: what `make kafka` fetched)")
+	up.Flags().StringVar(&spec.KafkaVersion, "kafka-version", "", "Kafka release of a local cluster (default: what make kafka fetched)")
+	up.Flags().StringVar(&spec.KafkaImage, "kafka-image", "", "broker image of a containers cluster (default fencecheck/kafka:<version>)")
+	up.Flags().StringVar(&spec.ToxiproxyImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process)")
 	up.Flags().IntVar(&processes, "processes", 2, "make the links of this many processes (p1→b1 ...)")
 	up.Flags().StringVar(&logs, "logs", "", "folder for broker logs (default: a new temporary folder)")
 	c.AddCommand(up)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/fencecheck/fencecheck/cluster/containers"
 	"os"
 	"os/signal"
 	"strings"
@@ -31,6 +32,8 @@ type runFlags struct {
 	processes, roles, members  int
 	checkTimeout               time.Duration
 	transport                  string
+	kafkaImage, toxiImage      string
+	bootstrap, toxiproxyAPI    string
 }
 
 func newRun() *cobra.Command {
@@ -107,11 +110,15 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.IntVar(&f.count, "count", 1, "run each scenario up to N times, stopping at the first invalid run")
 	fl.StringVar(&f.out, "out", "runs", "folder of run directories")
 	fl.IntVar(&f.txnVersion, "txn-version", 0, "transaction.version of the cluster: 1 or 2 (default: the scenario's)")
-	fl.StringVar(&f.kafkaVersion, "kafka-version", "", "Kafka release for a local cluster (default: what `make kafka` fetched)")
+	fl.StringVar(&f.kafkaVersion, "kafka-version", "", "Kafka release for a local cluster (default: what make kafka fetched)")
+	fl.StringVar(&f.kafkaImage, "kafka-image", "", "broker image of a containers cluster (default fencecheck/kafka:<version>, built by make images; or e.g. apache/kafka:4.1.2)")
+	fl.StringVar(&f.toxiImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process; e.g. fencecheck/toxiproxy:"+containers.ToxiproxyVersion+")")
+	fl.StringVar(&f.bootstrap, "bootstrap", "", "seed brokers of an external cluster, host:port[,host:port...]")
+	fl.StringVar(&f.toxiproxyAPI, "toxiproxy-api", "", "toxiproxy API of an external cluster's links, host:port (default: toxiproxy in this process)")
 	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
 	fl.IntVar(&f.roles, "roles", 0, "roles (default: the scenario's)")
 	fl.IntVar(&f.members, "members", 0, "members per role (default: the scenario's)")
-	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, or mutant:NAME (a deliberately broken one; see `fencecheck selftest --list`)")
+	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, or mutant:NAME (a deliberately broken one; see: fencecheck selftest --list)")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
 	return c
 }
@@ -130,6 +137,18 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 	}
 	if set("kafka-version") {
 		s.Cluster.KafkaVersion = f.kafkaVersion
+	}
+	if set("kafka-image") {
+		s.Cluster.KafkaImage = f.kafkaImage
+	}
+	if set("toxiproxy-image") {
+		s.Cluster.ToxiproxyImage = f.toxiImage
+	}
+	if set("bootstrap") {
+		s.Cluster.Bootstrap = f.bootstrap
+	}
+	if set("toxiproxy-api") {
+		s.Cluster.ToxiproxyAPI = f.toxiproxyAPI
 	}
 	if set("duration") {
 		s.Duration = workload.Duration(f.duration)
@@ -161,6 +180,10 @@ func commandLine(s *scenarios.Scenario, f runFlags, seed uint64) string {
 	add("--duration", s.Duration, true)
 	add("--txn-version", s.Cluster.TransactionVersion, s.Cluster.TransactionVersion != 0)
 	add("--kafka-version", s.Cluster.KafkaVersion, s.Cluster.KafkaVersion != "")
+	add("--kafka-image", s.Cluster.KafkaImage, s.Cluster.KafkaImage != "")
+	add("--toxiproxy-image", s.Cluster.ToxiproxyImage, s.Cluster.ToxiproxyImage != "")
+	add("--bootstrap", s.Cluster.Bootstrap, s.Cluster.Bootstrap != "")
+	add("--toxiproxy-api", s.Cluster.ToxiproxyAPI, s.Cluster.ToxiproxyAPI != "")
 	add("--processes", s.Workload.Processes, true)
 	add("--roles", s.Workload.Roles, true)
 	add("--members", s.Workload.MembersPerRole, true)

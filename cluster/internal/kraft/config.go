@@ -1,4 +1,4 @@
-package local
+package kraft
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func peerHost(id int32) string { return fmt.Sprintf("fc-b%d", id) }
 func peerIP(from, to int32) string { return fmt.Sprintf("127.77.%d.%d", from+1, to+1) }
 
 // testSettings are the broker settings for fencing tests (KAFKA.md §1), for
-// n brokers. Options.Configs override them.
+// n brokers. Config.Configs override them.
 func testSettings(n int) map[string]string {
 	rf := min(3, n)
 	isr := min(2, rf)
@@ -75,9 +75,9 @@ func (c *Cluster) serverProperties(n *node) string {
 		"log.dirs":                       n.dataDir,
 	}
 	maps.Copy(p, testSettings(len(c.nodes)))
-	maps.Copy(p, c.opts.Configs)
+	maps.Copy(p, c.cfg.Configs)
 	var b strings.Builder
-	b.WriteString("# Written by fencecheck (cluster/local) for this run only.\n")
+	b.WriteString("# Written by fencecheck for this run only.\n")
 	for _, k := range slices.Sorted(maps.Keys(p)) {
 		fmt.Fprintf(&b, "%s=%s\n", k, p[k])
 	}

@@ -1,0 +1,814 @@
+// Package kraft is the Apache Kafka cluster that the local and containers
+// backends share: N combined broker+controller nodes on loopback, their
+// configs, links and lifecycle. What differs between the backends, how a
+// JVM is started, signalled and waited for, is a Runner.
+//
+// Topology. N nodes (ids 0..N-1), each with three listeners:
+//
+//   - CLIENT binds 127.0.0.1:K and advertises the admin link admin→bN, a
+//     proxy in front of it. Process links pN→bM point straight at K.
+//   - REPL (inter-broker) and CONTROLLER bind 127.0.0.1 and are advertised
+//     under the name fc-bN. Every JVM gets its own hosts file
+//     (-Djdk.net.hosts.file) in which fc-bM is the address of the peer link
+//     bN→bM (two proxies on 127.77.<N+1>.<M+1>, same ports as M's
+//     listeners), and its own name is 127.0.0.1. So each broker-to-broker
+//     connection, replication and Raft alike, crosses the link of that
+//     ordered pair, and the nemesis can cut b1→b2 while b1↔b3 works.
+//
+// Every JVM sees the cluster's folders (configs, data, logs) at their host
+// paths, so the same argument list serves a JVM started by exec and one in
+// a container with those folders mounted at the same paths and host
+// networking.
+package kraft
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/internal/ports"
+	kafkaassets "github.com/fencecheck/fencecheck/docker/kafka"
+)
+
+// DefaultVersion is the Kafka release the backends use by default;
+// mk/kafka.mk fetches the same one.
+const DefaultVersion = "4.1.2"
+
+// startedLine is what a broker logs once it serves.
+const startedLine = "Kafka Server started"
+
+// Runner starts a node's JVMs: the storage tool once, the broker at every
+// (re)start. It must be safe for concurrent use.
+type Runner interface {
+	// Classpath is the broker classpath as the JVM sees it, "<libs>/*"
+	// (the JVM expands the *).
+	Classpath() string
+	// Start starts `java <spec.Args>` with spec.Dir as working folder and
+	// stdout and stderr appended to spec.LogPath. It returns once the
+	// process exists; ctx bounds only the starting.
+	Start(ctx context.Context, spec ProcSpec) (Proc, error)
+	// Close releases what the runner holds. Every Proc it started has
+	// exited (Wait returned) when Close is called.
+	Close(ctx context.Context) error
+}
+
+// ProcSpec is one JVM to start.
+type ProcSpec struct {
+	Node    int32    // the node it belongs to
+	Mounts  []string // folders the JVM reads and writes, at these paths
+	What    string   // "format" or "broker", for names and logs
+	Dir     string   // working folder
+	LogPath string   // stdout and stderr are appended here
+	Args    []string
+}
+
+// Proc is a started JVM.
+type Proc interface {
+	// Wait blocks until the process has exited and returns how it ended.
+	// It is called exactly once.
+	Wait() error
+	// Kill stops the process abruptly (SIGKILL); it also works on a paused
+	// process. Calling it after exit is harmless.
+	Kill() error
+	// Pause freezes the process; Resume thaws it.
+	Pause() error
+	Resume() error
+	// PID is the JVM's process id on this host, 0 when unknown.
+	PID() int
+}
+
+// Config describes a cluster to New. Backends validate their options and
+// fill every field.
+type Config struct {
+	Kind         string // the backend's name, for Info and errors
+	Version      string // Kafka release
+	Brokers      int
+	TxnVersion   int
+	Dir          string // "" = a new temporary folder, removed by Close
+	LogsDir      string // "" = <Dir>/logs
+	JVMFlags     []string
+	Configs      map[string]string
+	StartTimeout time.Duration
+	Network      cluster.NetworkOptions
+	Logger       *slog.Logger
+	Runner       Runner
+}
+
+// Major is the major version of Config.Version (3 or 4).
+func (c Config) Major() int {
+	m, _ := strconv.Atoi(strings.SplitN(c.Version, ".", 2)[0])
+	return m
+}
+
+// Cluster is a running KRaft cluster. It implements cluster.Cluster.
+type Cluster struct {
+	cfg       Config
+	log       *slog.Logger
+	ownDir    bool
+	clusterID string
+	net       *cluster.Network
+	cl        *kgo.Client // admin, on Bootstrap; set once started (mu)
+
+	mu     sync.Mutex
+	closed bool
+	nodes  []*node
+}
+
+type node struct {
+	id         int32
+	dir        string
+	dataDir    string
+	props      string
+	hosts      string
+	logPath    string
+	clientBind string // 127.0.0.1:K
+	clientAdv  string // the admin link's address
+	replPort   int
+	ctrlPort   int
+
+	// Guarded by Cluster.mu.
+	state  cluster.BrokerState
+	proc   Proc
+	exited chan struct{} // closed when the current JVM has exited
+	exit   error
+}
+
+var _ cluster.Cluster = (*Cluster)(nil)
+
+// New formats and starts a cluster and returns once every broker logged
+// that it started and the cluster is healthy (cluster.WaitHealthy). If it
+// fails, or ctx ends first, everything it started is stopped and removed,
+// and the runner is closed.
+func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	began := time.Now()
+	ctx, cancel := context.WithTimeoutCause(ctx, cfg.StartTimeout, fmt.Errorf("%s cluster start timed out (Options.StartTimeout %v)", cfg.Kind, cfg.StartTimeout))
+	defer cancel()
+
+	c := &Cluster{cfg: cfg, log: cfg.Logger.With("cluster", cfg.Kind)}
+	defer func() {
+		if err != nil {
+			if cerr := c.Close(context.WithoutCancel(ctx)); cerr != nil {
+				c.log.Warn("cleanup after failed start", "err", cerr)
+			}
+		}
+	}()
+	if c.clusterID, err = newClusterID(); err != nil {
+		return nil, err
+	}
+	if err := c.makeDirs(); err != nil {
+		return nil, err
+	}
+	if c.net, err = cluster.NewNetwork(ctx, cfg.Network); err != nil {
+		return nil, err
+	}
+	if err := c.makeLinks(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.writeFiles(); err != nil {
+		return nil, err
+	}
+	if err := c.format(ctx); err != nil {
+		return nil, err
+	}
+	formatted := time.Now()
+	for _, n := range c.nodes {
+		if err := c.start(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range c.nodes {
+		if err := c.waitStarted(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	started := time.Now()
+	cl, err := cluster.NewAdminClient(c.Bootstrap(), c.log)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.cl = cl
+	c.mu.Unlock()
+	if err := cluster.WaitHealthy(ctx, c, c.log); err != nil {
+		return nil, err
+	}
+	c.log.Info("cluster ready", "version", cfg.Version, "brokers", cfg.Brokers, "txn_version", cfg.TxnVersion,
+		"dir", c.cfg.Dir, "format", formatted.Sub(began).Round(time.Millisecond),
+		"started", started.Sub(formatted).Round(time.Millisecond),
+		"healthy", time.Since(started).Round(time.Millisecond))
+	return c, nil
+}
+
+// newClusterID returns 16 random bytes in unpadded base64url, as Kafka's
+// Uuid prints them; one starting with '-' would read as a flag.
+func newClusterID() (string, error) {
+	for {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		id := base64.RawURLEncoding.EncodeToString(b[:])
+		if id[0] != '-' {
+			return id, nil
+		}
+	}
+}
+
+func (c *Cluster) makeDirs() error {
+	if c.cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "fencecheck-kafka-")
+		if err != nil {
+			return err
+		}
+		c.cfg.Dir, c.ownDir = d, true
+	}
+	if c.cfg.LogsDir == "" {
+		c.cfg.LogsDir = filepath.Join(c.cfg.Dir, "logs")
+	}
+	// Absolute paths: a containerized JVM sees these folders mounted at
+	// the same paths.
+	for _, p := range []*string{&c.cfg.Dir, &c.cfg.LogsDir} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	for _, d := range []string{c.cfg.Dir, c.cfg.LogsDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for i := range c.cfg.Brokers {
+		id := int32(i)
+		dir := filepath.Join(c.cfg.Dir, cluster.BrokerName(id))
+		if _, err := os.Stat(filepath.Join(dir, "data", "meta.properties")); err == nil {
+			return &cluster.OptionError{Field: "Dir", Value: c.cfg.Dir, Reason: "holds a formatted broker already; give an empty folder"}
+		}
+		n := &node{
+			id:      id,
+			dir:     dir,
+			dataDir: filepath.Join(dir, "data"),
+			props:   filepath.Join(dir, "server.properties"),
+			hosts:   filepath.Join(dir, "hosts"),
+			logPath: filepath.Join(c.cfg.LogsDir, cluster.BrokerName(id)+".log"),
+			state:   cluster.StateKilled, // not started yet
+		}
+		if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+			return err
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	return nil
+}
+
+// makeLinks picks ports and creates the admin and peer links, which fixes
+// the addresses the configs advertise.
+func (c *Cluster) makeLinks(ctx context.Context) error {
+	r := ports.Default()
+	if c.cfg.Network.PortLow != 0 {
+		r = ports.Range{Low: c.cfg.Network.PortLow, High: c.cfg.Network.PortHigh}
+	}
+	used := map[int]bool{}
+	pick := func(hosts ...string) (int, error) {
+		for {
+			p, err := ports.Free(r, hosts...)
+			if err != nil || !used[p] {
+				used[p] = true
+				return p, err
+			}
+		}
+	}
+	for _, n := range c.nodes {
+		// REPL and CONTROLLER ports must be free on loopback, where the
+		// broker binds, and on every peer-link address toward it.
+		hosts := []string{"127.0.0.1"}
+		for _, m := range c.nodes {
+			if m.id != n.id {
+				hosts = append(hosts, peerIP(m.id, n.id))
+			}
+		}
+		k, err := pick("127.0.0.1")
+		if err != nil {
+			return err
+		}
+		n.clientBind = "127.0.0.1:" + strconv.Itoa(k)
+		if n.replPort, err = pick(hosts...); err != nil {
+			return err
+		}
+		if n.ctrlPort, err = pick(hosts...); err != nil {
+			return err
+		}
+		l, err := c.net.AddLink(ctx, cluster.LinkSpec{
+			Kind: cluster.LinkAdmin, Broker: n.id,
+			Proxies: []cluster.ProxySpec{{Listen: "127.0.0.1:0", Upstream: n.clientBind}},
+		})
+		if err != nil {
+			return err
+		}
+		n.clientAdv = l.Proxies()[0].Listen
+		if err := c.net.AddBroker(n.id, n.clientAdv, n.clientBind); err != nil {
+			return err
+		}
+	}
+	for _, from := range c.nodes {
+		for _, to := range c.nodes {
+			if from.id == to.id {
+				continue
+			}
+			ip := peerIP(from.id, to.id)
+			_, err := c.net.AddLink(ctx, cluster.LinkSpec{
+				Kind: cluster.LinkPeer, From: from.id, Broker: to.id,
+				Proxies: []cluster.ProxySpec{
+					{Suffix: "repl", Listen: ip + ":" + strconv.Itoa(to.replPort), Upstream: "127.0.0.1:" + strconv.Itoa(to.replPort)},
+					{Suffix: "ctrl", Listen: ip + ":" + strconv.Itoa(to.ctrlPort), Upstream: "127.0.0.1:" + strconv.Itoa(to.ctrlPort)},
+				},
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) logConfig() (path string, flag string) {
+	if c.cfg.Major() >= 4 {
+		p := filepath.Join(c.cfg.Dir, "log4j2.properties")
+		return p, "-Dlog4j2.configurationFile=" + p
+	}
+	p := filepath.Join(c.cfg.Dir, "log4j.properties")
+	return p, "-Dlog4j.configuration=file:" + p
+}
+
+func (c *Cluster) writeFiles() error {
+	p, _ := c.logConfig()
+	data := kafkaassets.Log4j2Properties
+	if c.cfg.Major() < 4 {
+		data = kafkaassets.Log4jProperties
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		return err
+	}
+	for _, n := range c.nodes {
+		if err := os.WriteFile(n.props, []byte(c.serverProperties(n)), 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(n.hosts, []byte(c.hostsFile(n)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// javaArgs are the JVM arguments common to the storage tool and the broker.
+func (c *Cluster) javaArgs(n *node, flags []string) []string {
+	_, logFlag := c.logConfig()
+	args := append([]string(nil), flags...)
+	return append(args,
+		"-Dfencecheck.cluster="+c.clusterID,
+		"-Djdk.net.hosts.file="+n.hosts,
+		logFlag,
+		"-cp", c.cfg.Runner.Classpath(),
+	)
+}
+
+// format runs the storage tool for every node, in parallel, pinning
+// transaction.version on 4.x.
+func (c *Cluster) format(ctx context.Context) error {
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		args := c.javaArgs(n, []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"})
+		args = append(args, "kafka.tools.StorageTool", "format", "-t", c.clusterID, "-c", n.props)
+		if c.cfg.Major() >= 4 {
+			args = append(args, "-f", "transaction.version="+strconv.Itoa(c.cfg.TxnVersion))
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.runTool(ctx, n, "format", args)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// runTool runs a short-lived JVM to completion, its output appended to the
+// node's log, killed if ctx ends.
+func (c *Cluster) runTool(ctx context.Context, n *node, what string, args []string) error {
+	if err := c.logMarker(n, what); err != nil {
+		return err
+	}
+	p, err := c.cfg.Runner.Start(ctx, ProcSpec{Node: n.id, Mounts: c.mounts(), What: what, Dir: n.dir, LogPath: n.logPath, Args: args})
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, cluster.BrokerName(n.id), err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = p.Kill()
+		<-done
+		err = context.Cause(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", what, cluster.BrokerName(n.id), err, tail(n.logPath, 15))
+	}
+	return nil
+}
+
+// mounts are the folders every JVM uses: configs and data, and logs.
+func (c *Cluster) mounts() []string { return []string{c.cfg.Dir, c.cfg.LogsDir} }
+
+// logMarker appends a marker line to the node's log; waitStarted reads
+// only what follows the last "start" marker.
+func (c *Cluster) logMarker(n *node, what string) error {
+	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "=== fencecheck: %s %s at %s ===\n", what, cluster.BrokerName(n.id), time.Now().UTC().Format(time.RFC3339Nano))
+	return f.Close()
+}
+
+// start launches node's broker JVM.
+func (c *Cluster) start(ctx context.Context, n *node) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if err := c.logMarker(n, "start"); err != nil {
+		return err
+	}
+	args := append(c.javaArgs(n, c.cfg.JVMFlags), "kafka.Kafka", n.props)
+	p, err := c.cfg.Runner.Start(ctx, ProcSpec{Node: n.id, Mounts: c.mounts(), What: "broker", Dir: n.dir, LogPath: n.logPath, Args: args})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", cluster.BrokerName(n.id), err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		err := p.Wait()
+		c.mu.Lock()
+		n.exit = err
+		c.mu.Unlock()
+		close(exited)
+	}()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed { // Close ran while the runner was starting it
+		_ = p.Kill()
+		<-exited
+		return cluster.ErrClosed
+	}
+	n.proc, n.exited, n.exit, n.state = p, exited, nil, cluster.StateRunning
+	c.log.Info("broker started", "broker", n.id, "pid", p.PID(), "log", n.logPath)
+	return nil
+}
+
+// waitStarted waits until node's log shows the started line after the last
+// start marker. It fails early if the JVM exits.
+func (c *Cluster) waitStarted(ctx context.Context, n *node) error {
+	c.mu.Lock()
+	exited := n.exited
+	c.mu.Unlock()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if startedSinceLastStart(n.logPath) {
+			return nil
+		}
+		select {
+		case <-exited:
+			c.mu.Lock()
+			e := n.exit
+			c.mu.Unlock()
+			return fmt.Errorf("broker %s exited while starting (%v); %s:\n%s", cluster.BrokerName(n.id), e, n.logPath, tail(n.logPath, 25))
+		case <-ctx.Done():
+			return fmt.Errorf("broker %s not started: %w; %s:\n%s", cluster.BrokerName(n.id), context.Cause(ctx), n.logPath, tail(n.logPath, 15))
+		case <-tick.C:
+		}
+	}
+}
+
+// startedSinceLastStart scans the log after the last start marker.
+func startedSinceLastStart(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	if i := bytes.LastIndex(data, []byte("=== fencecheck: start ")); i >= 0 {
+		data = data[i:]
+	}
+	return bytes.Contains(data, []byte(startedLine))
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Info implements cluster.Cluster.
+func (c *Cluster) Info() cluster.Info {
+	return cluster.Info{Kind: c.cfg.Kind, Version: c.cfg.Version, TxnVersion: c.cfg.TxnVersion, Brokers: c.cfg.Brokers, LogsDir: c.cfg.LogsDir, ClusterID: c.clusterID}
+}
+
+// Dir returns the folder holding configs and data.
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
+// Tag is the value of -Dfencecheck.cluster=… on this cluster's JVMs (its
+// cluster id), so tests and operators can find them (ps, /proc/*/cmdline).
+func (c *Cluster) Tag() string { return c.clusterID }
+
+// Bootstrap implements cluster.Cluster: the admin links' addresses, which
+// the brokers advertise.
+func (c *Cluster) Bootstrap() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, n.clientAdv)
+	}
+	return out
+}
+
+// Brokers implements cluster.Cluster.
+func (c *Cluster) Brokers(ctx context.Context, q cluster.RoleQuery) ([]cluster.Broker, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, cluster.ErrClosed
+	}
+	out := make([]cluster.Broker, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		st := n.state
+		if !aliveLocked(n) {
+			st = cluster.StateKilled // also a JVM that died by itself
+		}
+		out = append(out, cluster.Broker{ID: n.id, Addr: n.clientAdv, State: st})
+	}
+	cl := c.cl
+	c.mu.Unlock()
+	if cl == nil { // still starting
+		return out, nil
+	}
+	return out, cluster.DescribeRoles(ctx, cl, out, q)
+}
+
+// Links implements cluster.Cluster.
+func (c *Cluster) Links(ctx context.Context, process int) (cluster.DialFunc, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return c.net.Dialer(ctx, process)
+}
+
+// Network implements cluster.Cluster.
+func (c *Cluster) Network() *cluster.Network { return c.net }
+
+// BrokerProcess is a broker's JVM, for measurements.
+type BrokerProcess struct {
+	ID       int32
+	PID      int   // 0 when not running
+	RSSBytes int64 // resident set size from /proc, 0 when unknown
+}
+
+// Processes returns each broker's JVM pid and resident memory.
+func (c *Cluster) Processes() []BrokerProcess {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []BrokerProcess
+	for _, n := range c.nodes {
+		bp := BrokerProcess{ID: n.id}
+		if aliveLocked(n) {
+			bp.PID = n.proc.PID()
+			bp.RSSBytes = rss(bp.PID)
+		}
+		out = append(out, bp)
+	}
+	return out
+}
+
+func rss(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func (c *Cluster) check() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return cluster.ErrClosed
+	}
+	return nil
+}
+
+func (c *Cluster) node(id int32) (*node, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, cluster.ErrClosed
+	}
+	for _, n := range c.nodes {
+		if n.id == id {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("broker %d: %w", id, cluster.ErrUnknownBroker)
+}
+
+// aliveLocked reports whether node's JVM runs (or is paused).
+func aliveLocked(n *node) bool {
+	if n.exited == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill implements cluster.Cluster: the runner's abrupt stop (SIGKILL), then
+// wait for the JVM to exit.
+func (c *Cluster) Kill(ctx context.Context, id int32) error {
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	var kerr error
+	if aliveLocked(n) {
+		kerr = n.proc.Kill()
+	}
+	n.state = cluster.StateKilled
+	exited := n.exited
+	c.mu.Unlock()
+	if kerr != nil {
+		return fmt.Errorf("kill %s: %w", cluster.BrokerName(id), kerr)
+	}
+	if exited != nil {
+		select {
+		case <-exited:
+		case <-ctx.Done():
+			return fmt.Errorf("kill %s: %w", cluster.BrokerName(id), ctx.Err())
+		}
+	}
+	c.log.Info("broker killed", "broker", id)
+	return nil
+}
+
+// Pause implements cluster.Cluster (SIGSTOP, or the container's freezer).
+func (c *Cluster) Pause(ctx context.Context, id int32) error {
+	return c.freeze(id, true)
+}
+
+// Resume implements cluster.Cluster.
+func (c *Cluster) Resume(ctx context.Context, id int32) error {
+	return c.freeze(id, false)
+}
+
+func (c *Cluster) freeze(id int32, pause bool) error {
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	op, to := "resume", cluster.StateRunning
+	if pause {
+		op, to = "pause", cluster.StatePaused
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !aliveLocked(n) {
+		return fmt.Errorf("%s %s: broker is not running", op, cluster.BrokerName(id))
+	}
+	if n.state == to {
+		return nil // pausing a paused broker changes nothing
+	}
+	if pause {
+		err = n.proc.Pause()
+	} else {
+		err = n.proc.Resume()
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", op, cluster.BrokerName(id), err)
+	}
+	n.state = to
+	c.log.Info("broker "+to.String(), "broker", id)
+	return nil
+}
+
+// Restart implements cluster.Cluster: a running or paused broker is killed,
+// then started again on its data dir; it returns once the broker logs that
+// it started.
+func (c *Cluster) Restart(ctx context.Context, id int32) error {
+	if err := c.Kill(ctx, id); err != nil {
+		return err
+	}
+	n, err := c.node(id)
+	if err != nil {
+		return err
+	}
+	if err := c.start(ctx, n); err != nil {
+		return err
+	}
+	return c.waitStarted(ctx, n)
+}
+
+// Close implements cluster.Cluster: every broker is killed (a controlled
+// shutdown can hang while a quorum is cut off, and the data is thrown away
+// anyway), then the runner, the links, and the folder if Close owns it.
+func (c *Cluster) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	var waits []chan struct{}
+	var errs []error
+	for _, n := range c.nodes {
+		if aliveLocked(n) {
+			if err := n.proc.Kill(); err != nil {
+				errs = append(errs, fmt.Errorf("close: kill %s: %w", cluster.BrokerName(n.id), err))
+			}
+			waits = append(waits, n.exited)
+		}
+		n.state = cluster.StateKilled
+	}
+	c.mu.Unlock()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("close: waiting for brokers to exit: %w", ctx.Err()))
+		}
+	}
+	errs = append(errs, c.cfg.Runner.Close(ctx))
+	if c.cl != nil {
+		c.cl.Close()
+	}
+	if c.net != nil {
+		errs = append(errs, c.net.Close(ctx))
+	}
+	if c.ownDir {
+		errs = append(errs, os.RemoveAll(c.cfg.Dir))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckTxnVersion validates a transaction.version for Kafka version v and
+// fills the default (2 on 4.x, 1 on 3.x); tv 0 asks for the default.
+// Errors name the Options fields Version and TxnVersion.
+func CheckTxnVersion(v string, tv int) (int, error) {
+	major := Config{Version: v}.Major()
+	switch {
+	case major < 3:
+		return 0, &cluster.OptionError{Field: "Version", Value: v, Reason: "want Kafka 3.9 or later (KRaft combined nodes)"}
+	case tv == 0 && major == 3:
+		return 1, nil
+	case tv == 0:
+		return 2, nil
+	case tv == 2 && major == 3:
+		return 0, &cluster.OptionError{Field: "TxnVersion", Value: 2, Reason: "Kafka " + v + " has no transaction.version 2 (KIP-890 part 2 ships in 4.0)"}
+	case tv != 1 && tv != 2:
+		return 0, &cluster.OptionError{Field: "TxnVersion", Value: tv, Reason: "want 1 or 2"}
+	}
+	return tv, nil
+}

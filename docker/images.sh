@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# docker/images.sh: build fencecheck's container images locally, with no registry.
+#
+#   docker/images.sh kafka KAFKA_HOME   fencecheck/kafka:<version>: a Java runtime linked (jlink)
+#                                       from this machine's JDK, the shared libraries it needs,
+#                                       /bin/sh, and the broker jars in KAFKA_HOME/libs (make kafka)
+#   docker/images.sh toxiproxy          fencecheck/toxiproxy:<version>: toxiproxy-server built from
+#                                       the toxiproxy Go module this project pins (static binary)
+#
+# Each image is a rootfs tarball given to `docker import`. The tarball is cached in
+# $FENCECHECK_IMAGE_CACHE (default ~/.cache/fencecheck/images) under a name that includes a hash
+# of its inputs, so a second build only imports it, and the engine's own store (which
+# docker/engine.sh deletes on stop) needs no persistence. DOCKER_HOST must name the engine.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+CACHE="${FENCECHECK_IMAGE_CACHE:-$HOME/.cache/fencecheck/images}"
+JAVA_HOME_DIR="${FENCECHECK_IMAGE_JDK:-$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")}"
+
+say() { echo "images: $*" >&2; }
+
+have_image() { docker image inspect "$1" >/dev/null 2>&1; }
+
+# import TAR TAG CHANGES...: import a rootfs tarball as TAG.
+import() {
+  local tar=$1 tag=$2
+  shift 2
+  local changes=()
+  for c in "$@"; do changes+=(--change "$c"); done
+  docker import "${changes[@]}" "$tar" "$tag" >/dev/null
+  say "$tag imported from $tar"
+}
+
+# copy_libs ROOTFS FILES...: copy every shared library the files load (ldd), and the loader.
+copy_libs() {
+  local rootfs=$1
+  shift
+  local lib
+  for lib in $(ldd "$@" 2>/dev/null | grep -o '/[^ ]*\.so[^ :]*' | sort -u); do
+    case "$lib" in "$rootfs"/*) continue ;; esac
+    [ -f "$lib" ] || continue
+    mkdir -p "$rootfs$(dirname "$lib")"
+    cp -L "$lib" "$rootfs$lib"
+  done
+}
+
+kafka() {
+  local home=${1:?usage: images.sh kafka KAFKA_HOME}
+  [ -d "$home/libs" ] || { say "no broker jars in $home/libs: run make kafka"; exit 1; }
+  local version
+  version=$(ls "$home/libs" | sed -n 's/^kafka_2\.13-\([0-9][0-9.]*\)\.jar$/\1/p' | head -1)
+  [ -n "$version" ] || { say "no kafka_2.13-<version>.jar in $home/libs"; exit 1; }
+  local tag="fencecheck/kafka:$version"
+  local key
+  key=$( (ls -l "$home/libs"; "$JAVA_HOME_DIR/bin/java" -version 2>&1; cat "$0") | sha256sum | cut -c1-12)
+  local tar="$CACHE/kafka-$version-$key.tar"
+  if have_image "$tag" && [ "$(docker image inspect -f '{{index .Config.Labels "fencecheck.inputs"}}' "$tag")" = "$key" ]; then
+    say "$tag is up to date"
+    return
+  fi
+  if [ ! -f "$tar" ]; then
+    say "building $tag from $JAVA_HOME_DIR and $home/libs"
+    mkdir -p "$CACHE"
+    local rootfs
+    rootfs=$(mktemp -d "$CACHE/.rootfs.XXXXXX")
+    trap 'rm -rf "$rootfs"' RETURN
+    # Every module of the JDK: Kafka and its dependencies reach into java.desktop
+    # (java.beans), jdk.management and jdk.unsupported, and a missing module only shows
+    # at run time.
+    "$JAVA_HOME_DIR/bin/jlink" --add-modules ALL-MODULE-PATH --strip-debug --no-man-pages \
+      --no-header-files --output "$rootfs/opt/java" 2> >(grep -v 'incubator modules' >&2)
+    mkdir -p "$rootfs/opt/kafka" "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc" "$rootfs/fencecheck"
+    chmod 1777 "$rootfs/tmp"
+    cp -r "$home/libs" "$rootfs/opt/kafka/libs"
+    cp -L /bin/sh "$rootfs/bin/sh"
+    copy_libs "$rootfs" /bin/sh "$rootfs/opt/java/bin/java" $(find "$rootfs/opt/java/lib" -name '*.so')
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$rootfs/etc/passwd"
+    tar -C "$rootfs" -cf "$tar.part" .
+    mv "$tar.part" "$tar"
+  fi
+  import "$tar" "$tag" \
+    "ENV PATH=/opt/java/bin:/bin" "ENV JAVA_HOME=/opt/java" "ENV KAFKA_HOME=/opt/kafka" \
+    "LABEL fencecheck.inputs=$key" "LABEL org.apache.kafka.version=$version" \
+    'CMD ["java", "-version"]'
+}
+
+toxiproxy() {
+  local version
+  version=$(cd "$ROOT" && go list -m -f '{{.Version}}' github.com/Shopify/toxiproxy/v2)
+  version=${version#v}
+  local tag="fencecheck/toxiproxy:$version"
+  local key
+  key=$( (go version; cat "$0") | sha256sum | cut -c1-12)
+  local tar="$CACHE/toxiproxy-$version-$key.tar"
+  if have_image "$tag" && [ "$(docker image inspect -f '{{index .Config.Labels "fencecheck.inputs"}}' "$tag")" = "$key" ]; then
+    say "$tag is up to date"
+    return
+  fi
+  if [ ! -f "$tar" ]; then
+    say "building $tag from github.com/Shopify/toxiproxy/v2@v$version"
+    mkdir -p "$CACHE"
+    local rootfs
+    rootfs=$(mktemp -d "$CACHE/.rootfs.XXXXXX")
+    trap 'rm -rf "$rootfs"' RETURN
+    mkdir -p "$rootfs/tmp"
+    chmod 1777 "$rootfs/tmp"
+    (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' \
+      -o "$rootfs/toxiproxy-server" github.com/Shopify/toxiproxy/v2/cmd/server)
+    tar -C "$rootfs" -cf "$tar.part" .
+    mv "$tar.part" "$tar"
+  fi
+  import "$tar" "$tag" "LABEL fencecheck.inputs=$key" \
+    'ENTRYPOINT ["/toxiproxy-server"]' 'CMD ["-host", "127.0.0.1", "-port", "8474"]'
+}
+
+case "${1:-}" in
+  kafka) kafka "${2:-}" ;;
+  toxiproxy) toxiproxy ;;
+  *)
+    echo "usage: $0 kafka KAFKA_HOME | toxiproxy" >&2
+    exit 2
+    ;;
+esac
