@@ -6,7 +6,13 @@ FUZZTIME ?= 10s
 # The kafka target (Maven-fetched Apache Kafka jars) lives in mk/kafka.mk.
 -include mk/kafka.mk
 
-.PHONY: all build test lint fuzz bench run selftest test-browser clean
+# The containers backend's Docker engine and images: docker/engine.sh, docker/images.sh.
+ENGINE := docker/engine.sh
+ENGINE_HOST := $(shell $(ENGINE) host)
+# KEEP_ENGINE=1 leaves the engine running after `make test` (for a quicker next run).
+KEEP_ENGINE ?= 0
+
+.PHONY: all build test test-go lint fuzz bench run selftest test-browser clean docker-engine docker-engine-stop images
 
 all: build
 
@@ -27,14 +33,39 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## test: everything CI checks. The local-Kafka tests need the jars (`make kafka`); with
-## FENCECHECK_REQUIRE_KAFKA=1 (set here) a missing install fails instead of skipping.
-## Packages run one at a time (-p 1): scenario runs are timed in leases, and two packages
-## starting JVMs and workloads at once on 2 cores starve each other.
+## test: everything CI checks. The local-Kafka tests need the jars (`make kafka`), the
+## containers tests a Docker engine and the images: test starts the project's own engine
+## (installing docker.io if missing; needs root), builds the images, and afterwards stops the
+## engine and checks that nothing of it is left (KEEP_ENGINE=1 keeps it). With
+## FENCECHECK_REQUIRE_KAFKA=1 and FENCECHECK_REQUIRE_DOCKER=1 (set here) a missing install fails
+## instead of skipping. Packages run one at a time (-p 1): scenario runs are timed in leases,
+## and two packages starting JVMs and workloads at once on 2 cores starve each other.
 test: lint kafka
-	FENCECHECK_REQUIRE_KAFKA=1 $(GO) test -p 1 -timeout $(GOTEST_TIMEOUT) ./...
+	$(MAKE) test-go
 	$(GO) test -race -timeout 10m ./transport/...
 	$(MAKE) fuzz
+
+test-go:
+	@trap 'st=$$?; trap - EXIT INT TERM; if [ "$(KEEP_ENGINE)" != 1 ]; then $(ENGINE) stop && $(ENGINE) check-clean || st=1; fi; exit $$st' EXIT INT TERM; \
+	set -e; \
+	$(MAKE) images; \
+	echo "DOCKER_HOST=$(ENGINE_HOST) FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 $(GO) test -p 1 -timeout $(GOTEST_TIMEOUT) ./..."; \
+	DOCKER_HOST=$(ENGINE_HOST) FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 $(GO) test -p 1 -timeout $(GOTEST_TIMEOUT) ./...
+
+## docker-engine: start the project's private Docker engine (docker.io from Debian, no bridge
+## network; see docker/engine.sh). docker-engine-stop removes it and checks nothing is left.
+docker-engine:
+	$(ENGINE) start
+
+docker-engine-stop:
+	$(ENGINE) stop
+	$(ENGINE) check-clean
+
+## images: fencecheck/kafka:$(KAFKA_VERSION) (this machine's JDK + the jars of make kafka) and
+## fencecheck/toxiproxy, built locally with no registry and cached in ~/.cache/fencecheck/images.
+images: docker-engine kafka
+	DOCKER_HOST=$(ENGINE_HOST) docker/images.sh kafka $(KAFKA_HOME_DIR)
+	DOCKER_HOST=$(ENGINE_HOST) docker/images.sh toxiproxy
 
 ## fuzz: a short run of each fuzz target (FUZZTIME per target).
 fuzz:

@@ -4,8 +4,10 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/cluster/containers"
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
@@ -61,5 +63,24 @@ func TestScenariosLocalKafka(t *testing.T) {
 	}
 	for _, name := range []string{"holder-partition", "zombie-holder", "kill-coordinator"} {
 		t.Run(name, func(t *testing.T) { runScenario(t, name, scenarios.KindLocal, 11) })
+	}
+}
+
+// TestScenariosContainers runs the partition and coordinator-kill scenarios against Apache
+// Kafka in containers (the project's engine and images: make docker-engine images).
+func TestScenariosContainers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Kafka clusters")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := containers.Available(ctx); err != nil {
+		if os.Getenv("FENCECHECK_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("FENCECHECK_REQUIRE_DOCKER=1: %v", err)
+		}
+		t.Skip(err)
+	}
+	for _, name := range []string{"holder-partition", "kill-coordinator"} {
+		t.Run(name, func(t *testing.T) { runScenario(t, name, scenarios.KindContainers, 11) })
 	}
 }

@@ -38,6 +38,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/internal/kraft"
@@ -72,6 +74,7 @@ const (
 const (
 	labelSession = "fencecheck.session" // one cluster's containers
 	labelOwner   = "fencecheck.owner"   // "<pid>/<start time>" of the fencecheck process
+	labelDir     = "fencecheck.dir"     // the temporary cluster folder, removed with an orphan
 )
 
 // DefaultJVMFlags are the local backend's: same heap and GC per broker.
@@ -149,6 +152,9 @@ func UseEngineDefaults() {
 	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
 		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	}
+	// testcontainers-go prints to stderr by default ("Connected to
+	// docker: ..."); a fencecheck run's output is its own.
+	tclog.SetDefault(tcLogger{slog.Default()})
 }
 
 func (o *Options) defaults() error {
@@ -209,6 +215,19 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.TxnVersion, err = kraft.CheckTxnVersion(opts.Version, opts.TxnVersion); err != nil {
 		return nil, err
 	}
+	if opts.Dir == "" {
+		// Made here, not by kraft, so its containers can carry it in a
+		// label: the reaper of a crashed owner's containers removes it too.
+		if opts.Dir, err = os.MkdirTemp("", "fencecheck-kafka-"); err != nil {
+			return nil, err
+		}
+		r.ownDir = opts.Dir
+		defer func() {
+			if err != nil {
+				os.RemoveAll(opts.Dir)
+			}
+		}()
+	}
 	if opts.ToxiproxyImage != "" {
 		if opts.Network.Toxiproxy, err = r.startToxiproxy(ctx, opts.ToxiproxyImage, opts.Network); err != nil {
 			return nil, err
@@ -233,12 +252,49 @@ func (c *Cluster) Close(ctx context.Context) error {
 	err := c.Cluster.Close(ctx)
 	c.run.removeAll(ctx)
 	c.run.cli.Close()
+	if c.run.ownDir != "" {
+		err = errors.Join(err, os.RemoveAll(c.run.ownDir))
+	}
 	return err
 }
 
 // Containers lists the IDs of this cluster's containers that exist now.
 func (c *Cluster) Containers(ctx context.Context) ([]string, error) {
 	return c.run.list(ctx, labelSession+"="+c.run.session)
+}
+
+// Available reports whether a Docker engine answers and holds the given
+// images (default: fencecheck/kafka:DefaultVersion). The error matches
+// ErrNoEngine or ErrImageMissing and names the make target that fixes it.
+func Available(ctx context.Context, images ...string) error {
+	UseEngineDefaults()
+	if len(images) == 0 {
+		images = []string{KafkaImageRepo + ":" + DefaultVersion}
+	}
+	r, err := newRunner(ctx, "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer r.cli.Close()
+	for _, img := range images {
+		if err := r.ensureImage(ctx, img); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReapOrphans removes the containers of fencecheck processes that are gone
+// (killed before they could close their clusters) and returns their names.
+// New does the same before it starts a cluster.
+func ReapOrphans(ctx context.Context) ([]string, error) {
+	UseEngineDefaults()
+	r, err := newRunner(ctx, "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	defer r.cli.Close()
+	return r.reaped, nil
 }
 
 // Leftovers lists the names of every container of this backend in the
@@ -276,7 +332,10 @@ type runner struct {
 	image   string
 	session string // random, names and labels this cluster's containers
 	owner   string
+	ownDir  string // the cluster folder New made, "" if the caller gave one
 	log     *slog.Logger
+
+	reaped []string // names of the orphans removed when the runner was made
 
 	mu  sync.Mutex
 	seq int
@@ -353,7 +412,11 @@ func (r *runner) name(what string) string {
 }
 
 func (r *runner) labels() map[string]string {
-	return map[string]string{labelSession: r.session, labelOwner: r.owner}
+	l := map[string]string{labelSession: r.session, labelOwner: r.owner}
+	if r.ownDir != "" {
+		l[labelDir] = r.ownDir
+	}
+	return l
 }
 
 // run creates and starts a container with host networking and the given
@@ -504,8 +567,16 @@ func (r *runner) reapOrphans(ctx context.Context) {
 		if err != nil || ownerLabel(n) == owner {
 			continue // alive (or not ours to judge)
 		}
-		r.log.Info("removing container of a fencecheck process that is gone", "name", c.Names, "owner", owner)
-		_, _ = r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+		name := strings.TrimPrefix(strings.Join(c.Names, ","), "/")
+		r.log.Info("removing container of a fencecheck process that is gone", "name", name, "owner", owner)
+		if _, err := r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err == nil || isNotFound(err) {
+			r.reaped = append(r.reaped, name)
+		}
+		// Only a folder New made (a temporary one) is removed; the
+		// brokers wrote as root, so the owner could not always do it.
+		if d := c.Labels[labelDir]; d != "" && strings.HasPrefix(filepath.Base(d), "fencecheck-kafka-") {
+			_ = os.RemoveAll(d)
+		}
 	}
 }
 

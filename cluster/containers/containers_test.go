@@ -1,11 +1,14 @@
 package containers_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +30,20 @@ var (
 	sharedErr  error
 )
 
+// childEnv makes the test binary a fencecheck process that starts a
+// cluster, prints "READY <session> <dir>" and waits to be killed.
+const childEnv = "FENCECHECK_CONTAINERS_CHILD"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		c, err := containers.New(context.Background(), containers.Options{Brokers: 1})
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		fmt.Println("READY", c.Session(), c.Dir())
+		select {}
+	}
 	code := m.Run()
 	if shared != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -199,6 +215,63 @@ func TestCloseRemovesEverything(t *testing.T) {
 
 // TestToxiproxyVersionMatchesGoMod keeps the image tag the backend asks for
 // equal to the toxiproxy module `make images` builds.
+// TestKilledOwnerIsReaped kills (SIGKILL) a process that runs a cluster, so
+// nothing of its own cleans up, and shows that ReapOrphans (which every New
+// runs) removes its containers and its folder.
+func TestKilledOwnerIsReaped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := containers.Available(ctx); err != nil {
+		if os.Getenv(EnvRequireDocker) == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) != 3 || f[0] != "READY" {
+		_ = cmd.Process.Kill()
+		t.Fatalf("child: %q, %v", line, err)
+	}
+	session, dir := f[1], f[2]
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	left, err := containers.Leftovers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(left, func(n string) bool { return strings.Contains(n, session) }) {
+		t.Fatalf("the killed owner's broker container is not running before the reap (containers: %v)", left)
+	}
+	reaped, err := containers.ReapOrphans(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reaped %v", reaped)
+	if left, err = containers.Leftovers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range left {
+		if strings.Contains(n, session) {
+			t.Errorf("container %s of the killed owner is still there", n)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the killed owner's folder %s is still there (%v)", dir, err)
+	}
+}
+
 func TestToxiproxyVersionMatchesGoMod(t *testing.T) {
 	data, err := os.ReadFile("../../go.mod")
 	if err != nil {

@@ -2,15 +2,19 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencecheck/fencecheck/cluster/containers"
 )
 
 // buildBinary builds fencecheck once for the tests that run it as a user would.
@@ -191,5 +195,69 @@ func TestHarnessErrorWhenClusterCannotStart(t *testing.T) {
 	res, err := os.ReadFile(filepath.Join(out, "latest", "results.json"))
 	if err != nil || !strings.Contains(string(res), `"verdict": "error"`) || strings.Contains(string(res), "history.jsonl") {
 		t.Errorf("results.json (%v) must hold the error verdict and only the cluster's reason:\n%s", err, res)
+	}
+}
+
+// TestClusterUpContainersInterrupt brings a containers cluster up as a user would, interrupts
+// it with Ctrl-C (SIGINT), and requires a clean exit with none of its containers left.
+func TestClusterUpContainersInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Kafka container")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := containers.Available(ctx); err != nil {
+		if os.Getenv("FENCECHECK_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("FENCECHECK_REQUIRE_DOCKER=1: %v", err)
+		}
+		t.Skip(err)
+	}
+	before, err := containers.Leftovers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t)
+	cmd := exec.CommandContext(ctx, bin, "cluster", "up", "--kind", "containers", "--brokers", "1", "--logs", t.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	sc := bufio.NewScanner(stdout)
+	var printed []string
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "up; Ctrl-C") {
+		printed = append(printed, sc.Text())
+	}
+	during, err := containers.Leftovers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(during) != len(before)+1 {
+		t.Fatalf("containers while up: %v (before: %v), want one broker more; output:\n%s\n%s", during, before, strings.Join(printed, "\n"), stderr.String())
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		printed = append(printed, sc.Text())
+	}
+	if code := exitCode(t, cmd.Wait()); code != 0 {
+		t.Fatalf("exit %d after SIGINT, want 0; output:\n%s\n%s", code, strings.Join(printed, "\n"), stderr.String())
+	}
+	after, err := containers.Leftovers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Fatalf("containers after Ctrl-C: %v, before: %v", after, before)
+	}
+	if !slices.Contains(printed, "cluster stopped") {
+		t.Errorf("no \"cluster stopped\" line; output:\n%s", strings.Join(printed, "\n"))
 	}
 }
