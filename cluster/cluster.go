@@ -7,8 +7,9 @@ import (
 )
 
 // Cluster is a running Kafka(-compatible) cluster with its links. Backends:
-// embedded (kfake in this process), local (Apache Kafka JVMs on loopback) and
-// external (a cluster someone else runs).
+// embedded (kfake in this process), local (Apache Kafka JVMs on loopback),
+// containers (the same JVMs in containers) and external (a cluster someone
+// else runs).
 //
 // Every broker fault (Kill, Pause, Resume, Restart) either happens or returns
 // an error matching ErrUnsupported; none is a silent no-op. All methods are
@@ -65,7 +66,7 @@ type DialFunc = func(ctx context.Context, network, host string) (net.Conn, error
 
 // Info describes a cluster.
 type Info struct {
-	Kind       string // "embedded", "local", "external"
+	Kind       string // "embedded", "local", "containers", "external"
 	Version    string // broker version: "kfake", "4.1.2", or "" when unknown
 	TxnVersion int    // transaction.version in effect (1 or 2), 0 when unknown
 	Brokers    int    // brokers started with

@@ -9,6 +9,8 @@
 //
 //   - embedded: kfake in this process (fast, not Kafka; see its deviations).
 //   - local: Apache Kafka JVMs on loopback from Maven-fetched jars.
+//   - containers: the same Kafka, each JVM in a container (testcontainers-go,
+//     host networking).
 //   - external: a cluster you run, optionally with your toxiproxy server.
 //
 // Links. Every process (one transport instance) reaches every broker through
@@ -17,7 +19,7 @@
 // kgo.Dialer; the function receives the broker's advertised address and
 // connects to the process's proxy for that broker, and refuses addresses of
 // no known broker (ErrUnknownAddress) rather than bypass the links. The local
-// backend also routes the harness's admin path ("admin→b1") and
+// and containers backends also route the harness's admin path ("admin→b1") and
 // broker-to-broker traffic ("b1→b2", replication and Raft) through links.
 //
 // The nemesis drives links through Network: by (process, broker), by name,

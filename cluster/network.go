@@ -57,11 +57,11 @@ const (
 	LinkProcess LinkKind = iota + 1
 	// LinkAdmin is the path of clients without links (the harness's admin
 	// client, bootstrap users) to one broker: "admin→b1". Only backends
-	// that advertise proxy addresses have them (local).
+	// that advertise proxy addresses have them (local, containers).
 	LinkAdmin
 	// LinkPeer carries broker-to-broker traffic (replication, transaction
 	// markers, Raft, broker heartbeats) from one broker to another:
-	// "b1→b2". Only the local backend has them.
+	// "b1→b2". Only the local and containers backends have them.
 	LinkPeer
 )
 

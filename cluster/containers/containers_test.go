@@ -144,6 +144,27 @@ func TestContainers(t *testing.T) {
 	t.Run("link cut - p1 fails, p2 works, p1 recovers", func(t *testing.T) { clustertest.LinkCut(t, c) })
 	t.Run("docker pause leader - produce fails, unpause - succeeds", func(t *testing.T) { clustertest.PauseLeader(t, c) })
 	t.Run("docker kill coordinator - new producer commits", func(t *testing.T) { clustertest.KillCoordinator(t, c) })
+	t.Run("restart a paused broker - it serves again", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		const id = 2
+		if err := c.Pause(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Restart(ctx, id); err != nil {
+			t.Fatalf("restart of a paused broker: %v", err)
+		}
+		bs, err := c.Brokers(ctx, cluster.RoleQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bs[id].State != cluster.StateRunning {
+			t.Fatalf("b%d is %s after the restart", id, bs[id].State)
+		}
+		if err := cluster.WaitHealthy(ctx, c, nil); err != nil {
+			t.Fatalf("cluster not healthy after restarting b%d: %v", id, err)
+		}
+	})
 }
 
 // TestTransportConformance runs the transport's conformance suite against
