@@ -50,7 +50,14 @@ func directPaths(bs []cluster.Broker) []path {
 // StateRunning, a backend that knows no states passes too).
 func waitStates(ctx context.Context, c cluster.Cluster, ids []int32, state cluster.BrokerState, fail error) error {
 	return poll(ctx, fail, func() error {
-		bs, err := c.Brokers(ctx, cluster.RoleQuery{})
+		// States are what the backend did, known at once; Brokers then
+		// asks the cluster for the controller, and that request can sit
+		// on a paused broker until the client's timeout. Bounding the
+		// call keeps took-hold prompt: the states come back with the
+		// lookup's error, which is not needed here.
+		bctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		bs, err := c.Brokers(bctx, cluster.RoleQuery{})
 		if len(bs) == 0 {
 			return err
 		}
