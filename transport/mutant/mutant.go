@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -46,7 +47,39 @@ var mutants = []mutant{
 			return m, nil
 		},
 	},
+	{
+		name:       "describe-token",
+		summary:    "reads the minted token back with a second request (DescribeTransactions, 100 ms later, as over a slow link) instead of from its own producer, so a competitor that mints in between hands this member the competitor's token",
+		guarantees: []string{"token-monotonic"},
+		build: func(_ context.Context, tr *transport.BrokerTransport) (*Transport, error) {
+			m := &Transport{BrokerTransport: tr}
+			m.acquire = func(ctx context.Context, role transport.Role) (transport.FencingToken, error) {
+				tok, err := tr.AcquireEpoch(ctx, role)
+				if err != nil {
+					return tok, err
+				}
+				select {
+				case <-time.After(describeWindow):
+				case <-ctx.Done():
+					return tok, nil
+				}
+				d, held, err := tr.Describe(ctx, role)
+				if err != nil || !held {
+					return tok, nil
+				}
+				return d, nil
+			}
+			return m, nil
+		},
+	},
 }
+
+// describeWindow is how long describe-token's read-back comes after its mint: a slow link's
+// round trip. A competitor that mints within it hands its token to this member. With no delay
+// the race needs two mints of one role within about half a millisecond, which a 12 s steady
+// run does not reliably produce; the mutant widens the window so that selftest can require
+// the checker to catch it.
+const describeWindow = 100 * time.Millisecond
 
 // Info is a mutant as `fencecheck selftest --list` shows it.
 type Info struct {
@@ -67,12 +100,25 @@ func List() []Info {
 // Transport is a BrokerTransport with one call replaced.
 type Transport struct {
 	*transport.BrokerTransport
+	// The replaced calls; nil ones are the real transport's.
+	acquire    func(ctx context.Context, role transport.Role) (transport.FencingToken, error)
 	writeLease func(ctx context.Context, role transport.Role, token transport.FencingToken, lease transport.Lease) error
 	close      func(ctx context.Context) error
 }
 
-// WriteLease runs the mutant's broken lease write.
+// AcquireEpoch runs the mutant's acquire, if it breaks that.
+func (m *Transport) AcquireEpoch(ctx context.Context, role transport.Role) (transport.FencingToken, error) {
+	if m.acquire == nil {
+		return m.BrokerTransport.AcquireEpoch(ctx, role)
+	}
+	return m.acquire(ctx, role)
+}
+
+// WriteLease runs the mutant's lease write, if it breaks that.
 func (m *Transport) WriteLease(ctx context.Context, role transport.Role, token transport.FencingToken, lease transport.Lease) error {
+	if m.writeLease == nil {
+		return m.BrokerTransport.WriteLease(ctx, role, token, lease)
+	}
 	return m.writeLease(ctx, role, token, lease)
 }
 
