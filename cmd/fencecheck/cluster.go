@@ -79,7 +79,7 @@ Kinds:
 	}
 	up.Flags().StringVar(&spec.Kind, "kind", scenarios.KindEmbedded, "cluster kind: embedded, local or containers")
 	up.Flags().IntVar(&spec.Brokers, "brokers", 3, "number of brokers")
-	up.Flags().IntVar(&spec.TransactionVersion, "txn-version", 2, "transaction.version: 1 or 2")
+	up.Flags().IntVar(&spec.TransactionVersion, "txn-version", 0, "transaction.version: 1 or 2 (default: 2 on Kafka 4.x, 1 on 3.x)")
 	up.Flags().StringVar(&spec.KafkaVersion, "kafka-version", "", "Kafka release of a local cluster (default: what make kafka fetched)")
 	up.Flags().StringVar(&spec.KafkaImage, "kafka-image", "", "broker image of a containers cluster (default fencecheck/kafka:<version>)")
 	up.Flags().StringVar(&spec.ToxiproxyImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process)")
