@@ -46,11 +46,8 @@ test: lint kafka
 	$(MAKE) fuzz
 
 test-go:
-	@trap 'st=$$?; trap - EXIT INT TERM; if [ "$(KEEP_ENGINE)" != 1 ]; then $(ENGINE) stop && $(ENGINE) check-clean || st=1; fi; exit $$st' EXIT INT TERM; \
-	set -e; \
-	$(MAKE) images; \
-	echo "DOCKER_HOST=$(ENGINE_HOST) FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 $(GO) test -p 1 -timeout $(GOTEST_TIMEOUT) ./..."; \
-	DOCKER_HOST=$(ENGINE_HOST) FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 $(GO) test -p 1 -timeout $(GOTEST_TIMEOUT) ./...
+	KEEP_ENGINE=$(KEEP_ENGINE) docker/with-engine.sh sh -c '$(MAKE) images && \
+	  FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 $(GO) test -p 1 -timeout $(GOTEST_TIMEOUT) ./...'
 
 ## docker-engine: start the project's private Docker engine (docker.io from Debian, no bridge
 ## network; see docker/engine.sh). docker-engine-stop removes it and checks nothing is left.

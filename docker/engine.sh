@@ -23,22 +23,25 @@ say() { echo "engine: $*" >&2; }
 
 answers() { docker -H "$HOST" version >/dev/null 2>&1; }
 
-# Processes of this engine: dockerd and containerd name $DIR in their arguments, and the
-# container shims are started with -address under $DIR.
+# Processes of this engine: dockerd and containerd name files under $DIR/ in their arguments,
+# and the container shims are started with -address under $DIR/. (The slash keeps
+# /tmp/fencecheck-docker from matching another engine's /tmp/fencecheck-docker2.)
 engine_pids() {
   local p cmd
   for p in /proc/[0-9]*; do
     cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
     case "$cmd" in
-      *dockerd*"$DIR"* | *containerd*"$DIR"*) echo "${p#/proc/}" ;;
+      *dockerd*"$DIR/"* | *containerd*"$DIR/"*) echo "${p#/proc/}" ;;
     esac
   done
 }
 
 mounts_under() { awk -v d="$DIR" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/mounts | sort -r; }
 
-# Interfaces a Docker engine would create with a bridge network; ours must never have them.
-docker_links() { ip -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -E '^(docker[0-9]*|br-|veth)' || true; }
+# Network interfaces, from /sys (no tool needed). `start` records them in $LINKS_BEFORE (beside
+# $DIR, which `stop` deletes); `check-clean` reports any that appeared since.
+LINKS_BEFORE="$DIR.interfaces"
+interfaces() { ls /sys/class/net | sort; }
 
 install() {
   command -v dockerd >/dev/null && command -v docker >/dev/null && return
@@ -48,11 +51,14 @@ install() {
   fi
   say "installing docker.io (apt-get)"
   apt-get update -qq
-  # policy-rc.d 101: the package must not start the system's own dockerd.
-  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-  chmod +x /usr/sbin/policy-rc.d
+  # policy-rc.d exiting 101: the package must not start the system's own dockerd. An existing
+  # one is put back afterwards, also when the install fails.
+  local rc=/usr/sbin/policy-rc.d
+  [ ! -e "$rc" ] || mv "$rc" "$rc.fencecheck-saved"
+  trap 'rm -f "'"$rc"'"; [ ! -e "'"$rc"'.fencecheck-saved" ] || mv "'"$rc"'.fencecheck-saved" "'"$rc"'"' EXIT
+  printf '#!/bin/sh\nexit 101\n' >"$rc"
+  chmod +x "$rc"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
-  rm -f /usr/sbin/policy-rc.d
 }
 
 start() {
@@ -66,6 +72,7 @@ start() {
     exit 1
   fi
   mkdir -p "$DIR"
+  interfaces >"$LINKS_BEFORE"
   say "starting dockerd at $HOST (log $DIR/dockerd.log)"
   # setsid: the daemon must outlive make's shell, and a Ctrl-C in the terminal must not reach it
   # before `stop` has removed the containers.
@@ -97,7 +104,7 @@ start() {
 stop() {
   if answers; then
     local ids
-    ids=$(docker -H "$HOST" ps -aq)
+    ids=$(docker -H "$HOST" ps -aq) || true
     if [ -n "$ids" ]; then
       # shellcheck disable=SC2086
       docker -H "$HOST" rm -f $ids >/dev/null || true
@@ -113,7 +120,9 @@ stop() {
     pids=$(engine_pids)
     # shellcheck disable=SC2086
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
-    while [ -n "$(engine_pids)" ]; do sleep 0.1; done
+    deadline=$((SECONDS + 10))
+    while [ -n "$(engine_pids)" ] && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+    [ -z "$(engine_pids)" ] || say "could not stop pids $(engine_pids | xargs); check-clean will name them"
   fi
   local m
   for m in $(mounts_under); do umount -l "$m" 2>/dev/null || true; done
@@ -131,8 +140,13 @@ check_clean() {
   x=$(mounts_under)
   [ -z "$x" ] || { say "left mounted: $x"; bad=1; }
   [ ! -e "$DIR" ] || { say "left on disk: $DIR"; bad=1; }
-  x=$(docker_links)
-  [ -z "$x" ] || { say "network interfaces left: $x"; bad=1; }
+  if [ -f "$LINKS_BEFORE" ]; then
+    x=$(interfaces | comm -13 "$LINKS_BEFORE" -)
+  else # no record of before: any interface a Docker engine makes
+    x=$(interfaces | grep -E '^(docker|br-|veth)' || true)
+  fi
+  [ -z "$x" ] || { say "network interfaces that appeared with the engine: $(echo $x)"; bad=1; }
+  [ $bad = 1 ] || rm -f "$LINKS_BEFORE"
   [ $bad = 0 ] && say "clean: no daemon, container, mount, interface or folder of $DIR"
   return $bad
 }

@@ -19,6 +19,15 @@ JAVA_HOME_DIR="${FENCECHECK_IMAGE_JDK:-$(dirname "$(dirname "$(readlink -f "$(co
 
 say() { echo "images: $*" >&2; }
 
+# Temporary folders and files of a build, removed however the script ends (a failed step under
+# set -e, Ctrl-C): a half-built rootfs holds a whole Java runtime.
+TMP_PATHS=()
+cleanup() { [ ${#TMP_PATHS[@]} = 0 ] || rm -rf "${TMP_PATHS[@]}"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+
 have_image() { docker image inspect "$1" >/dev/null 2>&1; }
 
 # import TAR TAG CHANGES...: import a rootfs tarball as TAG.
@@ -61,9 +70,10 @@ kafka() {
   if [ ! -f "$tar" ]; then
     say "building $tag from $JAVA_HOME_DIR and $home/libs"
     mkdir -p "$CACHE"
-    local rootfs
+    local rootfs part
     rootfs=$(mktemp -d "$CACHE/.rootfs.XXXXXX")
-    trap 'rm -rf "$rootfs"' RETURN
+    part=$(mktemp "$CACHE/.part.XXXXXX")
+    TMP_PATHS+=("$rootfs" "$part")
     # Every module of the JDK: Kafka and its dependencies reach into java.desktop
     # (java.beans), jdk.management and jdk.unsupported, and a missing module only shows
     # at run time.
@@ -75,8 +85,8 @@ kafka() {
     cp -L /bin/sh "$rootfs/bin/sh"
     copy_libs "$rootfs" /bin/sh "$rootfs/opt/java/bin/java" $(find "$rootfs/opt/java/lib" -name '*.so')
     echo 'root:x:0:0:root:/root:/bin/sh' >"$rootfs/etc/passwd"
-    tar -C "$rootfs" -cf "$tar.part" .
-    mv "$tar.part" "$tar"
+    tar -C "$rootfs" -cf "$part" .
+    mv "$part" "$tar"
   fi
   import "$tar" "$tag" \
     "ENV PATH=/opt/java/bin:/bin" "ENV JAVA_HOME=/opt/java" "ENV KAFKA_HOME=/opt/kafka" \
@@ -99,15 +109,16 @@ toxiproxy() {
   if [ ! -f "$tar" ]; then
     say "building $tag from github.com/Shopify/toxiproxy/v2@v$version"
     mkdir -p "$CACHE"
-    local rootfs
+    local rootfs part
     rootfs=$(mktemp -d "$CACHE/.rootfs.XXXXXX")
-    trap 'rm -rf "$rootfs"' RETURN
+    part=$(mktemp "$CACHE/.part.XXXXXX")
+    TMP_PATHS+=("$rootfs" "$part")
     mkdir -p "$rootfs/tmp"
     chmod 1777 "$rootfs/tmp"
     (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' \
       -o "$rootfs/toxiproxy-server" github.com/Shopify/toxiproxy/v2/cmd/server)
-    tar -C "$rootfs" -cf "$tar.part" .
-    mv "$tar.part" "$tar"
+    tar -C "$rootfs" -cf "$part" .
+    mv "$part" "$tar"
   fi
   import "$tar" "$tag" "LABEL fencecheck.inputs=$key" \
     'ENTRYPOINT ["/toxiproxy-server"]' 'CMD ["-host", "127.0.0.1", "-port", "8474"]'

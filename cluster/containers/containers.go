@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
@@ -75,6 +76,7 @@ const (
 	labelSession = "fencecheck.session" // one cluster's containers
 	labelOwner   = "fencecheck.owner"   // "<pid>/<start time>" of the fencecheck process
 	labelDir     = "fencecheck.dir"     // the temporary cluster folder, removed with an orphan
+	labelHost    = "fencecheck.host"    // boot id and pid namespace where the owner's pid means something
 )
 
 // DefaultJVMFlags are the local backend's: same heap and GC per broker.
@@ -250,7 +252,11 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 // owns, then the toxiproxy container if there is one.
 func (c *Cluster) Close(ctx context.Context) error {
 	err := c.Cluster.Close(ctx)
-	c.run.removeAll(ctx)
+	// Its own deadline: ctx may have run out waiting for the brokers, and
+	// containers left running would hold their ports until the engine stops.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	c.run.removeAll(rctx)
 	c.run.cli.Close()
 	if c.run.ownDir != "" {
 		err = errors.Join(err, os.RemoveAll(c.run.ownDir))
@@ -337,8 +343,11 @@ type runner struct {
 
 	reaped []string // names of the orphans removed when the runner was made
 
-	mu  sync.Mutex
-	seq int
+	mu       sync.Mutex
+	idle     *sync.Cond // signalled when inflight drops to 0
+	seq      int
+	inflight int  // Starts under way
+	closed   bool // Close was called: no Start begins
 }
 
 func newRunner(ctx context.Context, image string, log *slog.Logger) (*runner, error) {
@@ -362,6 +371,7 @@ func newRunner(ctx context.Context, image string, log *slog.Logger) (*runner, er
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	r := &runner{cli: cli, prov: prov, image: image, session: hex.EncodeToString(b[:]), owner: ownerLabel(os.Getpid()), log: log}
+	r.idle = sync.NewCond(&r.mu)
 	r.reapOrphans(ctx)
 	return r, nil
 }
@@ -412,7 +422,7 @@ func (r *runner) name(what string) string {
 }
 
 func (r *runner) labels() map[string]string {
-	l := map[string]string{labelSession: r.session, labelOwner: r.owner}
+	l := map[string]string{labelSession: r.session, labelOwner: r.owner, labelHost: hostLabel()}
 	if r.ownDir != "" {
 		l[labelDir] = r.ownDir
 	}
@@ -425,9 +435,12 @@ func (r *runner) run(ctx context.Context, image, name string, entrypoint, cmd, e
 	if err := r.ensureImage(ctx, image); err != nil {
 		return nil, err
 	}
-	var binds []string
+	// Bind mounts of the Mount kind: unlike -v binds, the engine refuses a
+	// missing source instead of creating it, so a start that races Close
+	// cannot bring back a folder Close removed.
+	var binds []mount.Mount
 	for _, m := range mounts {
-		binds = append(binds, m+":"+m)
+		binds = append(binds, mount.Mount{Type: mount.TypeBind, Source: m, Target: m})
 	}
 	envMap := map[string]string{}
 	for _, kv := range env {
@@ -442,14 +455,15 @@ func (r *runner) run(ctx context.Context, image, name string, entrypoint, cmd, e
 		Env:        envMap,
 		Labels:     r.labels(),
 		ConfigModifier: func(c *container.Config) {
-			// Root in the container: it writes to folders this
-			// (root) process created; apache/kafka runs as appuser.
-			c.User = "0:0"
+			// This process's user, not the image's (apache/kafka runs
+			// as appuser): the JVM writes into folders this process
+			// made and must remove.
+			c.User = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 			c.WorkingDir = workDir
 		},
 		HostConfigModifier: func(hc *container.HostConfig) {
 			hc.NetworkMode = "host"
-			hc.Binds = binds
+			hc.Mounts = append(hc.Mounts, binds...)
 		},
 	}
 	ctr, err := r.prov.RunContainer(ctx, req)
@@ -464,6 +478,20 @@ func (r *runner) run(ctx context.Context, image, name string, entrypoint, cmd, e
 }
 
 func (r *runner) Start(ctx context.Context, spec kraft.ProcSpec) (kraft.Proc, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, cluster.ErrClosed
+	}
+	r.inflight++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.inflight--; r.inflight == 0 {
+			r.idle.Broadcast()
+		}
+		r.mu.Unlock()
+	}()
 	name := r.name(fmt.Sprintf("%s-%s", cluster.BrokerName(spec.Node), spec.What))
 	// The shell appends the JVM's output to the node's log (where the
 	// cluster reads "Kafka Server started"), then becomes the JVM.
@@ -483,9 +511,17 @@ func (r *runner) Start(ctx context.Context, spec kraft.ProcSpec) (kraft.Proc, er
 	return p, nil
 }
 
+// Close waits for Starts under way, so that every container this runner
+// makes exists before Cluster.Close removes the session's containers. The
+// procs have exited and removed their containers; the toxiproxy container
+// goes in Cluster.Close, after the links.
 func (r *runner) Close(ctx context.Context) error {
-	// Every proc has exited and removed its container; only the toxiproxy
-	// container (removed by Cluster.Close, after the links) remains.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for r.inflight > 0 {
+		r.idle.Wait()
+	}
 	return nil
 }
 
@@ -561,6 +597,9 @@ func (r *runner) reapOrphans(ctx context.Context) {
 		return
 	}
 	for _, c := range res.Items {
+		if c.Labels[labelHost] != hostLabel() {
+			continue // an owner in another pid namespace or boot: its pid says nothing here
+		}
 		owner := c.Labels[labelOwner]
 		pid, _, _ := strings.Cut(owner, "/")
 		n, err := strconv.Atoi(pid)
@@ -595,6 +634,14 @@ func ownerLabel(pid int) string {
 		}
 	}
 	return fmt.Sprintf("%d/%s", pid, start)
+}
+
+// hostLabel names this boot and pid namespace ("<boot id>/<pid ns>"), the
+// scope in which an owner label's pid can be checked.
+func hostLabel() string {
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return strings.TrimSpace(string(boot)) + "/" + ns
 }
 
 func isNotFound(err error) bool {

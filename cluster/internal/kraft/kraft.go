@@ -140,6 +140,11 @@ type node struct {
 	replPort   int
 	ctrlPort   int
 
+	// ops serializes what the harness does to the node (Kill, Restart,
+	// Pause, Resume), so that two restarts cannot start two JVMs for it.
+	// Close does not take it: it must not wait behind a restart.
+	ops sync.Mutex
+
 	// Guarded by Cluster.mu.
 	state  cluster.BrokerState
 	proc   Proc
@@ -447,10 +452,16 @@ func (c *Cluster) logMarker(n *node, what string) error {
 	return f.Close()
 }
 
-// start launches node's broker JVM.
+// start launches node's broker JVM. The caller holds n.ops (or is New).
 func (c *Cluster) start(ctx context.Context, n *node) error {
-	if err := c.check(); err != nil {
-		return err
+	c.mu.Lock()
+	closed, alive := c.closed, aliveLocked(n)
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return cluster.ErrClosed
+	case alive:
+		return fmt.Errorf("start %s: its JVM is still running", cluster.BrokerName(n.id))
 	}
 	if err := c.logMarker(n, "start"); err != nil {
 		return err
@@ -469,13 +480,14 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 		close(exited)
 	}()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed { // Close ran while the runner was starting it
+		c.mu.Unlock() // the goroutine above needs mu to close exited
 		_ = p.Kill()
 		<-exited
 		return cluster.ErrClosed
 	}
 	n.proc, n.exited, n.exit, n.state = p, exited, nil, cluster.StateRunning
+	c.mu.Unlock()
 	c.log.Info("broker started", "broker", n.id, "pid", p.PID(), "log", n.logPath)
 	return nil
 }
@@ -672,17 +684,24 @@ func (c *Cluster) Kill(ctx context.Context, id int32) error {
 	if err != nil {
 		return err
 	}
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	return c.kill(ctx, n)
+}
+
+// kill stops node's JVM and waits for it to exit. The caller holds n.ops.
+func (c *Cluster) kill(ctx context.Context, n *node) error {
+	id := n.id
 	c.mu.Lock()
-	var kerr error
 	if aliveLocked(n) {
-		kerr = n.proc.Kill()
+		if err := n.proc.Kill(); err != nil {
+			c.mu.Unlock()
+			return fmt.Errorf("kill %s: %w", cluster.BrokerName(id), err)
+		}
 	}
 	n.state = cluster.StateKilled
 	exited := n.exited
 	c.mu.Unlock()
-	if kerr != nil {
-		return fmt.Errorf("kill %s: %w", cluster.BrokerName(id), kerr)
-	}
 	if exited != nil {
 		select {
 		case <-exited:
@@ -713,6 +732,8 @@ func (c *Cluster) freeze(id int32, pause bool) error {
 	if pause {
 		op, to = "pause", cluster.StatePaused
 	}
+	n.ops.Lock()
+	defer n.ops.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !aliveLocked(n) {
@@ -738,14 +759,17 @@ func (c *Cluster) freeze(id int32, pause bool) error {
 // then started again on its data dir; it returns once the broker logs that
 // it started.
 func (c *Cluster) Restart(ctx context.Context, id int32) error {
-	if err := c.Kill(ctx, id); err != nil {
-		return err
-	}
 	n, err := c.node(id)
 	if err != nil {
 		return err
 	}
-	if err := c.start(ctx, n); err != nil {
+	n.ops.Lock()
+	err = c.kill(ctx, n)
+	if err == nil {
+		err = c.start(ctx, n)
+	}
+	n.ops.Unlock()
+	if err != nil {
 		return err
 	}
 	return c.waitStarted(ctx, n)
