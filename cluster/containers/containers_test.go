@@ -238,7 +238,9 @@ func TestCloseRemovesEverything(t *testing.T) {
 // equal to the toxiproxy module `make images` builds.
 // TestKilledOwnerIsReaped kills (SIGKILL) a process that runs a cluster, so
 // nothing of its own cleans up, and shows that ReapOrphans (which every New
-// runs) removes its containers and its folder.
+// runs) removes its containers and its folder. Another test process on the
+// same engine could reap the orphan first; make test runs packages one at a
+// time (-p 1).
 func TestKilledOwnerIsReaped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
