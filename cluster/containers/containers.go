@@ -209,6 +209,7 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			r.cli.Close()
 		}
 	}()
+	r.reapOrphans(ctx)
 	if opts.Version == "" {
 		if opts.Version, err = r.imageVersion(ctx, opts.KafkaImage); err != nil {
 			return nil, err
@@ -300,7 +301,7 @@ func ReapOrphans(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer r.cli.Close()
-	return r.reaped, nil
+	return r.reapOrphans(ctx), nil
 }
 
 // Leftovers lists the names of every container of this backend in the
@@ -341,8 +342,6 @@ type runner struct {
 	ownDir  string // the cluster folder New made, "" if the caller gave one
 	log     *slog.Logger
 
-	reaped []string // names of the orphans removed when the runner was made
-
 	mu       sync.Mutex
 	idle     *sync.Cond // signalled when inflight drops to 0
 	seq      int
@@ -372,7 +371,6 @@ func newRunner(ctx context.Context, image string, log *slog.Logger) (*runner, er
 	_, _ = rand.Read(b[:])
 	r := &runner{cli: cli, prov: prov, image: image, session: hex.EncodeToString(b[:]), owner: ownerLabel(os.Getpid()), log: log}
 	r.idle = sync.NewCond(&r.mu)
-	r.reapOrphans(ctx)
 	return r, nil
 }
 
@@ -589,9 +587,10 @@ func (r *runner) removeAll(ctx context.Context) {
 	}
 }
 
-// reapOrphans removes containers whose owning fencecheck process is gone:
-// without the reaper, a fencecheck killed by SIGKILL leaves them running.
-func (r *runner) reapOrphans(ctx context.Context) {
+// reapOrphans removes containers whose owning fencecheck process is gone
+// (without testcontainers' reaper, a fencecheck killed by SIGKILL leaves them
+// running) and returns their names.
+func (r *runner) reapOrphans(ctx context.Context) (reaped []string) {
 	res, err := r.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", labelOwner)})
 	if err != nil {
 		return
@@ -609,14 +608,15 @@ func (r *runner) reapOrphans(ctx context.Context) {
 		name := strings.TrimPrefix(strings.Join(c.Names, ","), "/")
 		r.log.Info("removing container of a fencecheck process that is gone", "name", name, "owner", owner)
 		if _, err := r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err == nil || isNotFound(err) {
-			r.reaped = append(r.reaped, name)
+			reaped = append(reaped, name)
 		}
-		// Only a folder New made (a temporary one) is removed; the
-		// brokers wrote as root, so the owner could not always do it.
+		// Only a folder New made (a temporary one) is removed; one the
+		// user gave stays theirs.
 		if d := c.Labels[labelDir]; d != "" && strings.HasPrefix(filepath.Base(d), "fencecheck-kafka-") {
 			_ = os.RemoveAll(d)
 		}
 	}
+	return reaped
 }
 
 // ownerLabel is "<pid>/<start time in clock ticks>" of a live process, so a
