@@ -53,6 +53,29 @@ copy_libs() {
   done
 }
 
+# current TAG KEY: the engine holds TAG, built from the inputs whose hash is KEY.
+current() {
+  have_image "$1" && [ "$(docker image inspect -f '{{index .Config.Labels "fencecheck.inputs"}}' "$1")" = "$2" ]
+}
+
+# new_rootfs: an empty root filesystem with a /tmp, in $ROOTFS, removed when the script ends.
+new_rootfs() {
+  mkdir -p "$CACHE"
+  ROOTFS=$(mktemp -d "$CACHE/.rootfs.XXXXXX")
+  TMP_PATHS+=("$ROOTFS")
+  mkdir -p "$ROOTFS/tmp"
+  chmod 1777 "$ROOTFS/tmp"
+}
+
+# seal_rootfs TAR: $ROOTFS as the tarball TAR, which appears whole or not at all.
+seal_rootfs() {
+  local part
+  part=$(mktemp "$CACHE/.part.XXXXXX")
+  TMP_PATHS+=("$part")
+  tar -C "$ROOTFS" -cf "$part" .
+  mv "$part" "$1"
+}
+
 kafka() {
   local home=${1:?usage: images.sh kafka KAFKA_HOME}
   [ -d "$home/libs" ] || { say "no broker jars in $home/libs: run make kafka"; exit 1; }
@@ -63,30 +86,24 @@ kafka() {
   local key
   key=$( (ls -l "$home/libs"; "$JAVA_HOME_DIR/bin/java" -version 2>&1; cat "$0") | sha256sum | cut -c1-12)
   local tar="$CACHE/kafka-$version-$key.tar"
-  if have_image "$tag" && [ "$(docker image inspect -f '{{index .Config.Labels "fencecheck.inputs"}}' "$tag")" = "$key" ]; then
+  if current "$tag" "$key"; then
     say "$tag is up to date"
     return
   fi
   if [ ! -f "$tar" ]; then
     say "building $tag from $JAVA_HOME_DIR and $home/libs"
-    mkdir -p "$CACHE"
-    local rootfs part
-    rootfs=$(mktemp -d "$CACHE/.rootfs.XXXXXX")
-    part=$(mktemp "$CACHE/.part.XXXXXX")
-    TMP_PATHS+=("$rootfs" "$part")
+    new_rootfs
     # Every module of the JDK: Kafka and its dependencies reach into java.desktop
     # (java.beans), jdk.management and jdk.unsupported, and a missing module only shows
     # at run time.
     "$JAVA_HOME_DIR/bin/jlink" --add-modules ALL-MODULE-PATH --strip-debug --no-man-pages \
-      --no-header-files --output "$rootfs/opt/java" 2> >(grep -v 'incubator modules' >&2)
-    mkdir -p "$rootfs/opt/kafka" "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc" "$rootfs/fencecheck"
-    chmod 1777 "$rootfs/tmp"
-    cp -r "$home/libs" "$rootfs/opt/kafka/libs"
-    cp -L /bin/sh "$rootfs/bin/sh"
-    copy_libs "$rootfs" /bin/sh "$rootfs/opt/java/bin/java" $(find "$rootfs/opt/java/lib" -name '*.so')
-    echo 'root:x:0:0:root:/root:/bin/sh' >"$rootfs/etc/passwd"
-    tar -C "$rootfs" -cf "$part" .
-    mv "$part" "$tar"
+      --no-header-files --output "$ROOTFS/opt/java" 2> >(grep -v 'incubator modules' >&2)
+    mkdir -p "$ROOTFS/opt/kafka" "$ROOTFS/bin" "$ROOTFS/etc" "$ROOTFS/fencecheck"
+    cp -r "$home/libs" "$ROOTFS/opt/kafka/libs"
+    cp -L /bin/sh "$ROOTFS/bin/sh"
+    copy_libs "$ROOTFS" /bin/sh "$ROOTFS/opt/java/bin/java" $(find "$ROOTFS/opt/java/lib" -name '*.so')
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$ROOTFS/etc/passwd"
+    seal_rootfs "$tar"
   fi
   import "$tar" "$tag" \
     "ENV PATH=/opt/java/bin:/bin" "ENV JAVA_HOME=/opt/java" "ENV KAFKA_HOME=/opt/kafka" \
@@ -102,23 +119,16 @@ toxiproxy() {
   local key
   key=$( (go version; cat "$0") | sha256sum | cut -c1-12)
   local tar="$CACHE/toxiproxy-$version-$key.tar"
-  if have_image "$tag" && [ "$(docker image inspect -f '{{index .Config.Labels "fencecheck.inputs"}}' "$tag")" = "$key" ]; then
+  if current "$tag" "$key"; then
     say "$tag is up to date"
     return
   fi
   if [ ! -f "$tar" ]; then
     say "building $tag from github.com/Shopify/toxiproxy/v2@v$version"
-    mkdir -p "$CACHE"
-    local rootfs part
-    rootfs=$(mktemp -d "$CACHE/.rootfs.XXXXXX")
-    part=$(mktemp "$CACHE/.part.XXXXXX")
-    TMP_PATHS+=("$rootfs" "$part")
-    mkdir -p "$rootfs/tmp"
-    chmod 1777 "$rootfs/tmp"
+    new_rootfs
     (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' \
-      -o "$rootfs/toxiproxy-server" github.com/Shopify/toxiproxy/v2/cmd/server)
-    tar -C "$rootfs" -cf "$part" .
-    mv "$part" "$tar"
+      -o "$ROOTFS/toxiproxy-server" github.com/Shopify/toxiproxy/v2/cmd/server)
+    seal_rootfs "$tar"
   fi
   import "$tar" "$tag" "LABEL fencecheck.inputs=$key" \
     'ENTRYPOINT ["/toxiproxy-server"]' 'CMD ["-host", "127.0.0.1", "-port", "8474"]'

@@ -79,13 +79,9 @@ const (
 	labelHost    = "fencecheck.host"    // boot id and pid namespace where the owner's pid means something
 )
 
-// DefaultJVMFlags are the local backend's: same heap and GC per broker.
-var DefaultJVMFlags = []string{
-	"-Xms256m", "-Xmx512m",
-	"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-	"-XX:+ExitOnOutOfMemoryError",
-	"-Djava.awt.headless=true",
-}
+// DefaultJVMFlags suit three brokers on a 2-core box (KAFKA.md §1); the
+// local and containers backends share them.
+var DefaultJVMFlags = kraft.DefaultJVMFlags
 
 // ErrNoEngine is matched by the error New returns when no Docker engine
 // answers; its message names `make docker-engine`.

@@ -31,13 +31,9 @@ import (
 // Kind is the backend's name in Info and errors.
 const Kind = "local"
 
-// DefaultJVMFlags suit three brokers on a 2-core box (KAFKA.md §1).
-var DefaultJVMFlags = []string{
-	"-Xms256m", "-Xmx512m",
-	"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-	"-XX:+ExitOnOutOfMemoryError",
-	"-Djava.awt.headless=true",
-}
+// DefaultJVMFlags suit three brokers on a 2-core box (KAFKA.md §1); the
+// local and containers backends share them.
+var DefaultJVMFlags = kraft.DefaultJVMFlags
 
 // Options configures a local cluster. The zero value is valid once the jars
 // are installed (`make kafka`).

@@ -48,6 +48,15 @@ import (
 // mk/kafka.mk fetches the same one.
 const DefaultVersion = "4.1.2"
 
+// DefaultJVMFlags suit three brokers on a 2-core box (KAFKA.md §1); both
+// backends use them unless told otherwise.
+var DefaultJVMFlags = []string{
+	"-Xms256m", "-Xmx512m",
+	"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+	"-XX:+ExitOnOutOfMemoryError",
+	"-Djava.awt.headless=true",
+}
+
 // startedLine is what a broker logs once it serves.
 const startedLine = "Kafka Server started"
 
