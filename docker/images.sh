@@ -67,13 +67,17 @@ new_rootfs() {
   chmod 1777 "$ROOTFS/tmp"
 }
 
-# seal_rootfs TAR: $ROOTFS as the tarball TAR, which appears whole or not at all.
+# seal_rootfs TAR: $ROOTFS as the tarball TAR (<name>-<version>-<key>.tar), which appears whole
+# or not at all; tarballs of the same name and version built from other inputs are deleted.
 seal_rootfs() {
-  local part
+  local part old
   part=$(mktemp "$CACHE/.part.XXXXXX")
   TMP_PATHS+=("$part")
   tar -C "$ROOTFS" -cf "$part" .
   mv "$part" "$1"
+  for old in "${1%-*}"-*.tar; do
+    [ "$old" = "$1" ] || rm -f "$old"
+  done
 }
 
 kafka() {
