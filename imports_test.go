@@ -9,7 +9,7 @@ import (
 const module = "github.com/fencecheck/fencecheck"
 
 // forbidden lists, per package prefix, the module packages it must not depend on, directly or
-// through others (ARCHITECTURE.md, "Packages"). An entry ending in "/..." covers subpackages;
+// through others (docs/architecture.md, "Dependency rules"). An entry ending in "/..." covers subpackages;
 // allowed lists exceptions.
 var forbidden = []struct {
 	pkg       string
@@ -71,7 +71,7 @@ func TestImportRules(t *testing.T) {
 				}
 				for _, f := range rule.forbidden {
 					if match(f, d) {
-						t.Errorf("%s depends on %s, which ARCHITECTURE.md forbids", pkg, d)
+						t.Errorf("%s depends on %s, which docs/architecture.md forbids", pkg, d)
 					}
 				}
 			}

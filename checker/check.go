@@ -21,7 +21,7 @@ type run struct {
 	visualizeErrs []error
 }
 
-// Check judges a history against SEMANTICS.md: the linear checks first (they need no search),
+// Check judges a history against docs/checker.md: the linear checks first (they need no search),
 // then the porcupine model role by role through a bounded pool, then split-brain exposure and
 // coverage. It reads h and nothing else, and never changes it.
 //

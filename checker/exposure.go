@@ -7,7 +7,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 )
 
-// Exposure is the split-brain exposure of a run (SEMANTICS.md §3): the time during which two
+// Exposure is the split-brain exposure of a run (docs/checker.md, "Exposure"): the time during which two
 // members each believed they held the same role. It is a measurement, not a verdict: leases
 // cannot prevent it in an asynchronous network, fencing must make it harmless (which
 // log-token-order and fenced-stale-write judge).

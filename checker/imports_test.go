@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestImportsKeepTheCheckerOffline pins ARCHITECTURE.md's rules for these packages: the
+// TestImportsKeepTheCheckerOffline pins docs/architecture.md's rules for these packages: the
 // history imports only the standard library; the checker reads a history and nothing else, so
 // it never imports the transport, workload, nemesis, cluster or reports.
 func TestImportsKeepTheCheckerOffline(t *testing.T) {

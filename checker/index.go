@@ -414,8 +414,8 @@ const (
 	commitNo                    // the final read of its log does not hold it
 )
 
-// committed resolves a write from the committed reads (SEMANTICS.md §3, "resolve unknown
-// writes before the search").
+// committed resolves a write from the committed reads (docs/checker.md, "Resolving
+// unknown writes from the log").
 func (x *index) committed(w int32) commit {
 	if x.seenAt[w] != history.Never {
 		return commitYes

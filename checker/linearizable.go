@@ -32,7 +32,8 @@ type roleOutcome struct {
 	visualizeErr error
 }
 
-// modelOps turns a role's operations into model operations (SEMANTICS.md §3):
+// modelOps turns a role's operations into model operations (docs/checker.md, "From history
+// operations to model operations"):
 //
 //   - acquire ok: Acquire; info, pending or fenced: a Credit at its invocation; other fail: none.
 //   - write ok: WriteOK; fenced: WriteFenced (Long when open ≥ the lease, or the lease is
@@ -222,7 +223,7 @@ func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
 }
 
 // comparable reports whether the role's tokens can be ordered: on kfake ("hashed" producer
-// ids) a producer-id change is not comparable (SEMANTICS.md §1).
+// ids) a producer-id change is not comparable (docs/clusters.md, "embedded").
 func (x *index) comparable(ops []porcupine.Operation) (bool, string) {
 	if !x.cfg.hashedPIDs {
 		return true, ""

@@ -8,7 +8,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 )
 
-// The linear checks over committed logs (SEMANTICS.md §3): they need no search, and they read
+// The linear checks over committed logs (docs/checker.md, "The guarantees"): they need no search, and they read
 // the final committed log of every log and every committed read, for lease records and work
 // records alike.
 

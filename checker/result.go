@@ -9,7 +9,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 )
 
-// The names of the guarantees of SEMANTICS.md §3, stable in results, reports and tests.
+// The names of the guarantees of docs/checker.md ("The guarantees"), stable in results, reports and tests.
 const (
 	TokenMonotonic     = "token-monotonic"
 	FencedStaleWrite   = "fenced-stale-write"
@@ -28,7 +28,7 @@ const (
 	WellFormed = "well-formed"
 )
 
-// Guarantees lists the nine named guarantees in the order of SEMANTICS.md §3.
+// Guarantees lists the nine named guarantees in the order of docs/checker.md ("The guarantees").
 var Guarantees = []string{
 	TokenMonotonic, FencedStaleWrite, DescribeConsistent, LogTokenOrder, NoLostWrite,
 	NoZombieCommit, RegistrationOrder, ReadPrefix, ReadMonotonic,
@@ -57,7 +57,7 @@ var sentinels = map[string]error{
 	ReadMonotonic: ErrReadMonotonic, SpuriousFence: ErrSpuriousFence, WellFormed: ErrWellFormed,
 }
 
-// Result is the judgement of one check (STYLE.md convention 8) or of one coverage
+// Result is the judgement of one check (docs/extending.md, "A check") or of one coverage
 // requirement.
 type Result struct {
 	Name    string  `json:"name"`

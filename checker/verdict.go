@@ -1,7 +1,7 @@
 package checker
 
 // Verdict is the judgement of one check, of a coverage requirement, or of a whole run
-// (SEMANTICS.md §4).
+// (docs/checker.md, "Verdicts and exit codes").
 type Verdict string
 
 // Verdicts, from best to worst (see Worse).
@@ -46,7 +46,7 @@ func (v Verdict) rank() int {
 }
 
 // Worse reports whether v is worse than w. The order is invalid > error > unknown >
-// inconclusive > valid: SEMANTICS.md §4 orders the four check verdicts; a harness error ranks
+// inconclusive > valid: docs/checker.md ("Verdicts and exit codes") orders the four check verdicts; a harness error ranks
 // below invalid because a violation found in the recorded history is real whatever failed
 // afterwards, and above the rest so that CI sees a broken harness.
 func (v Verdict) Worse(w Verdict) bool { return v.rank() > w.rank() }

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// File and folder names inside a run directory (ARCHITECTURE.md, "Run directory").
+// File and folder names inside a run directory (docs/run-directory.md).
 const (
 	runFile     = "run.json"
 	historyFile = "history.jsonl"

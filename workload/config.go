@@ -299,7 +299,7 @@ func (c Config) Meta(info cluster.Info) history.Meta {
 	if c.TransactionVersion != 0 {
 		m.TransactionVersion = c.TransactionVersion
 	}
-	// kfake derives producer ids from a hash of the transactional id (SEMANTICS.md §1).
+	// kfake derives producer ids from a hash of the transactional id (docs/clusters.md, "embedded").
 	if info.Version == "kfake" {
 		m.ProducerIDs = history.ProducerIDsHashed
 	}

@@ -66,7 +66,7 @@ func (r *recorder) failed() error {
 // client is the recording handle of one sequential actor (a member, a reader, the final
 // reader) on one process. Its id is the porcupine client id of the actor's operations; after
 // an operation with an unknown outcome the actor takes a fresh id, because that operation
-// may still take effect while later ones run (SEMANTICS.md §2).
+// may still take effect while later ones run (docs/checker.md, "What a completion means").
 type client struct {
 	rec     *recorder
 	tr      Transport

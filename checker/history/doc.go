@@ -33,7 +33,7 @@
 // # Operations
 //
 // An operation is recorded twice: an invoke when it starts and one completion when it ends
-// (SEMANTICS.md §2): "ok" (it happened; here is the result), "fail" (it certainly did not happen)
+// (docs/checker.md, "What a completion means"): "ok" (it happened; here is the result), "fail" (it certainly did not happen)
 // or "info" (unknown). A completion names its operation by id and carries the error class as a
 // string; the checker interprets only [ErrorFenced]. An operation without a completion (a killed
 // run) is pending: the reader keeps it as "info" that never returned.

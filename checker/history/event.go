@@ -77,7 +77,7 @@ func parseType(b []byte) (EventType, bool) {
 // below; fault kinds are named by the nemesis, except [KindMemberPause].
 type Kind string
 
-// Operation kinds (SEMANTICS.md §1).
+// Operation kinds (docs/history.md, "Operation kinds").
 const (
 	KindRegister   Kind = "register"    // append a registration; ok result: offset
 	KindAcquire    Kind = "acquire"     // mint a fencing token; ok result: token

@@ -1,4 +1,4 @@
-// Package model is the porcupine model of one role's fencing coordinator, as SEMANTICS.md §3
+// Package model is the porcupine model of one role's fencing coordinator, as docs/checker.md
 // defines it: the last minted token, the highest token a describe reported, whether the holder
 // of the last mint was deposed without a new mint, and credits for operations whose outcome
 // is unknown.

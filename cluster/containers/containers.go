@@ -79,7 +79,7 @@ const (
 	labelHost    = "fencecheck.host"    // boot id and pid namespace where the owner's pid means something
 )
 
-// DefaultJVMFlags suit three brokers on a 2-core box (KAFKA.md §1); the
+// DefaultJVMFlags suit three brokers on a 2-core box (docs/clusters.md, "local"); the
 // local and containers backends share them.
 var DefaultJVMFlags = kraft.DefaultJVMFlags
 

@@ -4,7 +4,7 @@
 // kfake is not Kafka. It shares one state across its "brokers", so a broker
 // fault here only moves coordinators and leaders and breaks connections; no
 // data is lost or fenced by replication. The deviations a conformance run
-// shows side by side with Apache Kafka are listed in KAFKA.md. Those that
+// shows side by side with Apache Kafka are listed in docs/clusters.md ("embedded"). Those that
 // shape this backend:
 //
 //   - Kill removes the node (kfake.RemoveNode) and closes its connections;

@@ -31,7 +31,7 @@ import (
 // Kind is the backend's name in Info and errors.
 const Kind = "local"
 
-// DefaultJVMFlags suit three brokers on a 2-core box (KAFKA.md §1); the
+// DefaultJVMFlags suit three brokers on a 2-core box (docs/clusters.md, "local"); the
 // local and containers backends share them.
 var DefaultJVMFlags = kraft.DefaultJVMFlags
 

@@ -1,7 +1,7 @@
 // Command fencecheck runs fencing-safety scenarios against a Kafka lease transport, checks the
 // recorded histories and writes reports. Run `fencecheck help` for the commands.
 //
-// Exit codes (SEMANTICS.md §4): 0 valid, 1 invalid, 2 unknown or inconclusive, 254 usage error,
+// Exit codes (docs/checker.md, "Verdicts and exit codes"): 0 valid, 1 invalid, 2 unknown or inconclusive, 254 usage error,
 // 255 harness error.
 package main
 

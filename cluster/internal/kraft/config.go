@@ -20,7 +20,7 @@ func peerHost(id int32) string { return fmt.Sprintf("fc-b%d", id) }
 // All of 127.0.0.0/8 is loopback on Linux.
 func peerIP(from, to int32) string { return fmt.Sprintf("127.77.%d.%d", from+1, to+1) }
 
-// testSettings are the broker settings for fencing tests (KAFKA.md §1), for
+// testSettings are the broker settings for fencing tests (docs/clusters.md, "Broker settings"), for
 // n brokers. Config.Configs override them.
 func testSettings(n int) map[string]string {
 	rf := min(3, n)

@@ -48,7 +48,7 @@ import (
 // mk/kafka.mk fetches the same one.
 const DefaultVersion = "4.1.2"
 
-// DefaultJVMFlags suit three brokers on a 2-core box (KAFKA.md §1); both
+// DefaultJVMFlags suit three brokers on a 2-core box (docs/clusters.md, "local"); both
 // backends use them unless told otherwise.
 var DefaultJVMFlags = []string{
 	"-Xms256m", "-Xmx512m",
