@@ -38,7 +38,14 @@ for example runs/latest. The exit code is the run's verdict.`,
 	return c
 }
 
+// printFailures prints what is wrong with a checked run: a history whose last line was cut
+// short, and every check and coverage requirement that is not valid with its first
+// anomalies.
 func printFailures(c *cobra.Command, res *checker.Results) {
+	if res.History.Truncated {
+		fmt.Fprintf(c.OutOrStdout(), "  history: line %d, the last, was cut short (the run was killed while writing it) and was skipped\n",
+			res.History.TruncatedLine)
+	}
 	for _, r := range append(append([]checker.Result{}, res.Checks...), res.Coverage...) {
 		if r.Verdict == checker.VerdictValid {
 			continue
