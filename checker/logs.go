@@ -107,16 +107,12 @@ func (c *run) checkLogTokenOrder() {
 			}
 			return s
 		}
-		tokens := make(map[int]history.Token) // of the records stamped otherwise than their writer
 		for p := range final {
 			rec := &final[p]
 			if rec.Kind == history.RecordRegistration {
 				continue
 			}
 			tok := checkStamp(id, rec, l.finalWriter[p], l.final)
-			if tok != rec.Token {
-				tokens[p] = tok
-			}
 			key := ""
 			if id.Work {
 				key = rec.Role
