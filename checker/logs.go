@@ -75,8 +75,8 @@ func (c *run) checkLogTokenOrder() {
 			r.Anomalies = append(r.Anomalies, Anomaly{
 				Guarantee: LogTokenOrder, Role: op.Role, Log: id.String(),
 				Ops: x.opIDs(w, read), Offsets: []int64{rec.Offset},
-				Explanation: fmt.Sprintf("%s op %d of %s returned %s, stamped %s, but its write (%s op %d by %s) ran under %s: a committed record must carry the token its writer ran under.",
-					x.op(read).Kind, x.op(read).ID, id, x.describeRecord(rec, w), rec.Token, op.Kind, op.ID, op.Member, op.Args.Token),
+				Explanation: fmt.Sprintf("%s op %d of %s returned %s, but its write (%s op %d by %s) ran under %s: a committed record must carry the token its writer ran under.",
+					x.op(read).Kind, x.op(read).ID, id, x.describeRecord(rec, w), op.Kind, op.ID, op.Member, op.Args.Token),
 			})
 		}
 		return op.Args.Token
@@ -103,7 +103,7 @@ func (c *run) checkLogTokenOrder() {
 		describe := func(p int, tok history.Token) string {
 			s := x.describeRecord(&final[p], l.finalWriter[p])
 			if tok != final[p].Token {
-				s += fmt.Sprintf(", whose write ran under %s", tok)
+				s += fmt.Sprintf(", whose write ran under %s,", tok)
 			}
 			return s
 		}
