@@ -28,7 +28,7 @@ type run struct {
 // The error is non-nil only for invalid options or history metadata (wrapping ErrOptions); a
 // check that panics becomes unknown and the others still run. The results' verdict is the worst
 // of the non-advisory checks and of coverage; a recording that breaks the history's own rules
-// (well-formed) is a harness error.
+// (well-formed) is a harness error, and no model check runs on a role it names.
 func Check(ctx context.Context, h *history.History, opts Options) (*Results, error) {
 	cfg, err := opts.config(h.Meta.LeaseDuration, h.Meta.Promises, h.Meta.ProducerIDs)
 	if err != nil {
@@ -152,6 +152,7 @@ func (c *run) finish(start time.Time) {
 	verdict := VerdictValid
 	for i := range c.res.Checks {
 		r := &c.res.Checks[i]
+		c.dropIllFormed(r)
 		for j := range r.Anomalies {
 			r.Anomalies[j].Explanation = capitalize(r.Anomalies[j].Explanation)
 		}
@@ -181,6 +182,22 @@ func (c *run) finish(start time.Time) {
 	c.res.ExitCode = ExitCode(verdict)
 	slices.Sort(c.res.Visualized)
 	c.res.Timings.Total = int64(time.Since(start))
+}
+
+// dropIllFormed removes r's anomalies that cite an operation the well-formed check rejected:
+// what a broken recording seems to show is no violation. r becomes an error instead.
+func (c *run) dropIllFormed(r *Result) {
+	if r.Name == WellFormed || c.x == nil || len(c.x.illFormedOps) == 0 {
+		return
+	}
+	n := len(r.Anomalies)
+	r.Anomalies = slices.DeleteFunc(r.Anomalies, func(a Anomaly) bool {
+		return slices.ContainsFunc(a.Ops, func(id int64) bool { return c.x.illFormedOps[id] })
+	})
+	if dropped := n - len(r.Anomalies); dropped > 0 {
+		r.Details["ill_formed_anomalies"] = dropped
+		r.Verdict = Worst(r.Verdict, VerdictError)
+	}
 }
 
 func compareAnomalies(a, b Anomaly) int {

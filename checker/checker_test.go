@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,23 +239,6 @@ func TestVisualizationOfAFailedRoleDrawsFaultWindows(t *testing.T) {
 	}
 }
 
-func TestDirVisualizerWritesOneFilePerRole(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "linear")
-	w, err := checker.DirVisualizer(dir)("a/b c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "a_b_c.html")); err != nil {
-		t.Fatal(err)
-	}
-	if got := checker.SafeFileName("../x"); got != "_._x" {
-		t.Fatalf("SafeFileName(../x) = %q", got)
-	}
-}
-
 func TestExposureNamesTheOverlappingHolders(t *testing.T) {
 	res := check(t, golden(t, "zombie-fenced--valid--paused-member-fenced-when-it-resumes"), checker.Options{})
 	e := res.Exposure
@@ -278,4 +263,107 @@ func TestAReadOfNoLogIsAHarnessError(t *testing.T) {
 	if r := res.Check(checker.WellFormed); r.Verdict != checker.VerdictError || res.Verdict != checker.VerdictError || res.ExitCode != 255 {
 		t.Fatalf("run %s, well-formed %+v", res.Verdict, r)
 	}
+}
+
+// errorLog records the checker's log records at ERROR (a recovered panic logs its stack
+// there).
+type errorLog struct {
+	mu      sync.Mutex
+	records []string
+}
+
+func (l *errorLog) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.records = append(l.records, string(p))
+		return len(p), nil
+	}), &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestAnIllFormedRoleGetsNoModelVerdict: an acquire that completes before it is invoked
+// once came out invalid on token-monotonic without a visualizer (invalid outranks error: a
+// false alarm), and made porcupine panic with one. Either way the run must be a harness
+// error with one message, no model verdict and nothing logged at ERROR.
+func TestAnIllFormedRoleGetsNoModelVerdict(t *testing.T) {
+	for _, visualize := range []bool{false, true} {
+		t.Run(fmt.Sprintf("visualize=%t", visualize), func(t *testing.T) {
+			h := golden(t, "well-formed--error--acquire-completes-before-it-is-invoked")
+			var log errorLog
+			opts := checker.Options{Logger: log.logger()}
+			if visualize {
+				opts.Visualize = (&visualizations{}).open
+			}
+			res := check(t, h, opts)
+			if res.Verdict != checker.VerdictError {
+				t.Errorf("run is %s, want error", res.Verdict)
+			}
+			wf := res.Check(checker.WellFormed)
+			if len(wf.Anomalies) != 1 || !strings.Contains(wf.Anomalies[0].Explanation, "before it was invoked") {
+				t.Errorf("well-formed anomalies %+v, want one naming the op that completed before it was invoked", wf.Anomalies)
+			}
+			for _, name := range []string{checker.TokenMonotonic, checker.FencedStaleWrite, checker.DescribeConsistent, checker.SpuriousFence} {
+				r := res.Check(name)
+				if r.Verdict != checker.VerdictError || len(r.Anomalies) > 0 {
+					t.Errorf("%s is %s with %d anomalies, want error and none", name, r.Verdict, len(r.Anomalies))
+				}
+			}
+			if len(res.Visualized) > 0 {
+				t.Errorf("visualized %v", res.Visualized)
+			}
+			if len(log.records) > 0 {
+				t.Errorf("logged at ERROR: %v", log.records)
+			}
+		})
+	}
+}
+
+// TestTimesAtTheEdgesAreHarnessErrors: a time of 2^63-1 collided with Never (a read completing
+// then was ignored) and overflowed the pruning's t+1, so violations came out valid. A history
+// built in memory can carry any time: the checker must call it ill-formed.
+func TestTimesAtTheEdgesAreHarnessErrors(t *testing.T) {
+	tests := []struct {
+		golden string
+		edit   func(op *history.Op)
+	}{
+		{"no-zombie-commit--invalid--fenced-write-visible-to-reads", func(op *history.Op) {
+			if op.Kind.IsRead() {
+				op.Return = history.Never
+			}
+		}},
+		{"token-monotonic--invalid--acquire-returns-older-token", func(op *history.Op) {
+			if op.Kind == history.KindAcquire {
+				op.Invoke, op.Return = op.Invoke+math.MaxInt64-200, op.Return+math.MaxInt64-200
+			}
+		}},
+		{"read-monotonic--invalid--read-shrinks", func(op *history.Op) { op.Invoke, op.Return = -op.Return, -op.Invoke }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			h := golden(t, tt.golden)
+			for i := range h.Ops {
+				tt.edit(&h.Ops[i])
+			}
+			var log errorLog
+			res := check(t, h, checker.Options{Logger: log.logger(), Visualize: (&visualizations{}).open})
+			wf := res.Check(checker.WellFormed)
+			if res.Verdict != checker.VerdictError || len(wf.Anomalies) == 0 || !strings.Contains(wf.Anomalies[0].Explanation, "outside the times") {
+				t.Errorf("run is %s, well-formed %+v; want error naming the time", res.Verdict, wf.Anomalies)
+			}
+			if len(log.records) > 0 {
+				t.Errorf("logged at ERROR: %v", log.records)
+			}
+		})
+	}
+	t.Run("fault window", func(t *testing.T) {
+		h := golden(t, "fault-took-hold--valid--operations-before-during-and-after")
+		h.Faults[0].Start = -5
+		if res := check(t, h, checker.Options{}); res.Verdict != checker.VerdictError {
+			t.Errorf("run is %s, want error", res.Verdict)
+		}
+	})
 }

@@ -30,11 +30,16 @@ type index struct {
 	seenOff []int64
 	inFinal []int32
 
-	foreign    []foreignRecord // records found in a log other than their write's
-	orphans    map[history.LogID]int
-	malformed  []Anomaly // well-formed violations
-	records    int
-	finalCount int
+	foreign   []foreignRecord // records found in a log other than their write's
+	orphans   map[history.LogID]int
+	malformed []Anomaly // well-formed violations
+	// illFormedOps and illFormedRoles are the operations (by id) and the roles that a
+	// well-formed violation names: no model check runs on such a role, and no anomaly that
+	// cites such an operation counts (see run.finish).
+	illFormedOps   map[int64]bool
+	illFormedRoles map[string]bool
+	records        int
+	finalCount     int
 }
 
 // roleData holds what the model check, the exposure and coverage need of a role's
@@ -152,6 +157,9 @@ func newIndex(h *history.History, cfg *config) *index {
 		seenOff: make([]int64, n),
 		inFinal: make([]int32, n),
 		orphans: map[history.LogID]int{},
+
+		illFormedOps:   map[int64]bool{},
+		illFormedRoles: map[string]bool{},
 	}
 	log := func(id history.LogID) *logInfo {
 		l := x.logs[id]
@@ -220,7 +228,13 @@ func newIndex(h *history.History, cfg *config) *index {
 		op := &h.Ops[i]
 		id := int32(i)
 		x.seenAt[i], x.seenBy[i] = history.Never, -1
-		if !op.Pending && op.Return < op.Invoke {
+		switch {
+		case history.CheckTime(op.Invoke) != nil:
+			x.malform(op, "was invoked at %d, outside the times a history may carry (0 to %d)", op.Invoke, history.MaxTime)
+		case op.Pending:
+		case history.CheckTime(op.Return) != nil:
+			x.malform(op, "completed at %d, outside the times a history may carry (0 to %d)", op.Return, history.MaxTime)
+		case op.Return < op.Invoke:
 			x.malform(op, "completed at %d, before it was invoked at %d", op.Return, op.Invoke)
 		}
 		var rd *roleData
@@ -273,6 +287,13 @@ func newIndex(h *history.History, cfg *config) *index {
 			}
 		}
 	}
+	for i := range h.Faults {
+		f := &h.Faults[i]
+		if history.CheckTime(f.Start) != nil || (f.End != history.Never && history.CheckTime(f.End) != nil) {
+			x.malformed = append(x.malformed, Anomaly{Guarantee: WellFormed,
+				Explanation: fmt.Sprintf("Fault %d runs from %d to %d, outside the times a history may carry (0 to %d).", f.ID, f.Start, f.End, history.MaxTime)})
+		}
+	}
 	for role := range x.byRole {
 		x.roles = append(x.roles, role)
 		log(history.RoleLog(role))
@@ -302,6 +323,10 @@ func compareLogs(a, b history.LogID) int {
 }
 
 func (x *index) malform(op *history.Op, format string, args ...any) {
+	x.illFormedOps[op.ID] = true
+	if op.Role != "" {
+		x.illFormedRoles[op.Role] = true
+	}
 	x.malformed = append(x.malformed, Anomaly{
 		Guarantee: WellFormed, Role: op.Role, Ops: []int64{op.ID},
 		Explanation: fmt.Sprintf("op %d ", op.ID) + fmt.Sprintf(format, args...) + ".",

@@ -24,6 +24,9 @@ type roleOutcome struct {
 	ops     int                   // model operations
 	result  porcupine.CheckResult // of the strict model; "" when the role was not searched
 	unknown string                // why the role is unknown (timeout, panic, tokens not comparable)
+	// illFormed is set when the role was not searched because a well-formed violation names
+	// one of its operations: a broken recording yields the error verdict, never a model one.
+	illFormed bool
 	// spuriousOnly is set when the strict model failed and the lenient one passed: the only
 	// fault is a fence nothing explains.
 	spuriousOnly bool
@@ -309,6 +312,10 @@ func (x *index) checkRole(role string, buf *searchBuf) (out roleOutcome) {
 			x.cfg.log.Error("model check panicked", "role", role, "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
+	if x.illFormedRoles[role] {
+		out.illFormed = true // porcupine must not see it: it may panic, or find a false violation
+		return out
+	}
 	ops := x.modelOps(role, buf, false)
 	out.ops = len(ops)
 	if len(ops) == 0 {
@@ -516,11 +523,17 @@ func (c *run) aggregateModels(outs []roleOutcome) {
 	for _, n := range names {
 		byName[n] = c.result(n)
 	}
-	var unknownRoles []string
+	var unknownRoles, illFormedRoles []string
 	var searched, modelOps int
 	for i := range outs {
 		o := &outs[i]
 		modelOps += o.ops
+		if o.illFormed {
+			illFormedRoles = append(illFormedRoles, o.role)
+			for _, n := range names {
+				byName[n].Verdict = Worst(byName[n].Verdict, VerdictError)
+			}
+		}
 		if o.result != "" {
 			searched++
 		}
@@ -545,6 +558,10 @@ func (c *run) aggregateModels(outs []roleOutcome) {
 		r := byName[n]
 		r.Details["roles"] = searched
 		r.Details["model_ops"] = modelOps
+		if len(illFormedRoles) > 0 {
+			// Not searched: see well-formed for what is wrong with their recording.
+			r.Details["ill_formed_roles"] = capStrings(illFormedRoles, 20)
+		}
 		if len(unknownRoles) > 0 {
 			r.Details["unknown_roles"] = len(unknownRoles)
 			r.Details["unknown"] = capStrings(unknownRoles, 20)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -48,45 +46,15 @@ type Options struct {
 	Advisory []string
 	// Visualize, when set, is called for every role whose model check failed, and receives
 	// porcupine's HTML visualization of that role with the fault windows drawn as annotations.
-	// See DirVisualizer.
+	// It may be called for several roles at once. The caller owns where a role's page goes
+	// (a run directory names it, so the report can link to it); the checker only promises
+	// that recorded text in the page cannot run as script.
 	Visualize func(role string) (io.WriteCloser, error)
 	// MaxAnomalies caps the anomalies kept per check (the count is in Details). Zero means
 	// DefaultMaxAnomalies.
 	MaxAnomalies int
 	// Logger receives progress and problems. Nil discards.
 	Logger *slog.Logger
-}
-
-// DirVisualizer returns a Visualize function that writes dir/<role>.html, with path
-// separators and other unsafe characters of the role name replaced.
-func DirVisualizer(dir string) func(role string) (io.WriteCloser, error) {
-	return func(role string) (io.WriteCloser, error) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("visualize %q: %w", role, err)
-		}
-		f, err := os.Create(filepath.Join(dir, SafeFileName(role)+".html"))
-		if err != nil {
-			return nil, fmt.Errorf("visualize %q: %w", role, err)
-		}
-		return f, nil
-	}
-}
-
-// SafeFileName maps a role name to a file name: letters, digits, '-', '_' and '.' stay,
-// everything else becomes '_' (a leading '.' too), and an empty name becomes "_".
-func SafeFileName(name string) string {
-	b := []byte(name)
-	for i, c := range b {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '-' || c == '_' || (c == '.' && i > 0)
-		if !ok {
-			b[i] = '_'
-		}
-	}
-	if len(b) == 0 {
-		return "_"
-	}
-	return string(b)
 }
 
 // config is Options with defaults applied and the history's metadata merged in.

@@ -24,13 +24,7 @@ var chromiumArgs = []string{"--headless", "--no-sandbox", "--disable-gpu", "--no
 // a console message, show the verdict, the guarantees and a drawn timeline, and leave a
 // screenshot (in $FENCECHECK_ARTIFACTS when set) for a person to look at.
 func TestReportInBrowser(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("FENCECHECK_REQUIRE_BROWSER") == "1" {
-			t.Fatalf("FENCECHECK_REQUIRE_BROWSER=1 and no chromium on PATH: %v", err)
-		}
-		t.Skip("no chromium on PATH (apt-get install chromium); set FENCECHECK_REQUIRE_BROWSER=1 to fail instead")
-	}
+	chromium := needChromium(t)
 	cfg := checkertest.DefaultConfig()
 	cfg.Faults, cfg.Pauses = 3, 1
 	rng := rand.New(rand.NewPCG(7, 8))

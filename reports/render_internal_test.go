@@ -1,11 +1,67 @@
 package reports
 
-import "testing"
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
 
 func TestThousands(t *testing.T) {
 	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1\u2009000", 1001016: "1\u2009001\u2009016", -12345: "-12\u2009345"} {
 		if got := thousands(n); got != want {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestTimeAxisAtTheEdges: end*i/5 overflowed on very large times, labelling the axis with
+// negative durations such as -27777h46m40s.
+func TestTimeAxisAtTheEdges(t *testing.T) {
+	for _, end := range []int64{1, 7, 999, int64(3 * time.Second), history.MaxTime, math.MaxInt64} {
+		ticks := axis(end, scale(end))
+		if len(ticks) != 6 {
+			t.Fatalf("end %d: %d ticks", end, len(ticks))
+		}
+		prevX, prevD := -1.0, time.Duration(-1)
+		for i, tk := range ticks {
+			d, err := time.ParseDuration(tk.Label)
+			if err != nil || d < 0 || d < prevD || tk.X < prevX {
+				t.Errorf("end %d: tick %d is %q at x %.1f after %v at x %.1f (%v)", end, i, tk.Label, tk.X, prevD, prevX, err)
+			}
+			prevX, prevD = tk.X, d
+		}
+		if last := ticks[5]; last.X != chartWidth {
+			t.Errorf("end %d: last tick at x %.1f, want %.1f", end, last.X, chartWidth)
+		}
+	}
+}
+
+// TestChartsAtTheEdges: a history whose operations complete at the latest time a history may
+// carry still draws, with every point inside the chart.
+func TestChartsAtTheEdges(t *testing.T) {
+	h := &history.History{End: history.MaxTime}
+	for i := range int64(4) {
+		at := history.MaxTime / 4 * (i + 1)
+		h.Ops = append(h.Ops, history.Op{ID: i, Role: "r", Member: "m", Kind: history.KindWriteLease,
+			Invoke: at - 1000, Return: at, Type: history.TypeOK, Args: history.Args{Token: history.Token{ProducerID: 1}}})
+	}
+	for _, c := range charts(h) {
+		for _, l := range c.Lines {
+			for _, p := range strings.Fields(l.Points) {
+				var x, y float64
+				if _, err := fmt.Sscanf(p, "%f,%f", &x, &y); err != nil || x < labelWidth || x > chartWidth || y < 0 || y > c.Height {
+					t.Errorf("%s %s: point %q outside the chart (%v)", c.Title, l.Name, p, err)
+				}
+			}
+		}
+		for _, tk := range c.Axis {
+			if strings.HasPrefix(tk.Label, "-") {
+				t.Errorf("%s: tick %q", c.Title, tk.Label)
+			}
 		}
 	}
 }

@@ -3,9 +3,12 @@ package reports_test
 import (
 	"context"
 	"encoding/xml"
+	"fmt"
+	"html"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,14 +40,8 @@ func writeRun(t *testing.T, root string, h *history.History) (reports.Dir, *chec
 		t.Fatal(err)
 	}
 	f.Close()
-	res, err := checker.Check(context.Background(), h, checker.Options{Visualize: checker.DirVisualizer(dir.Linear())})
+	res, err := dir.Check(context.Background(), checker.Options{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.WriteFile(dir.Results()); err != nil {
-		t.Fatal(err)
-	}
-	if err := dir.Render(); err != nil {
 		t.Fatal(err)
 	}
 	return dir, res
@@ -154,5 +151,94 @@ func TestReportEscapesHostileNames(t *testing.T) {
 	}
 	if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Error("report.html does not show the hostile role name escaped")
+	}
+}
+
+// roleHistory builds a history in which every role of roles breaks token-monotonic (so each
+// gets a porcupine visualization), its members named after the role's index so each page is
+// recognizable.
+func roleHistory(t *testing.T, roles []string) *history.History {
+	t.Helper()
+	b := history.NewBuilder(0)
+	add := func(e history.Event) {
+		t.Helper()
+		if err := b.Add(&e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(history.Event{Type: history.TypeHeader, Meta: &history.Meta{Scenario: "unit", LeaseDuration: 100}})
+	id := int64(0)
+	for i, role := range roles {
+		for j, epoch := range []int16{1, 0} { // the second acquire returns an older token
+			id++
+			at := int64(100*i + 10*j + 10)
+			add(history.Event{Type: history.TypeInvoke, ID: id, Time: at, Client: int(id), Process: "p",
+				Member: fmt.Sprintf("member-of-role-%d-%d", i, j), Role: role, Kind: history.KindAcquire})
+			add(history.Event{Type: history.TypeOK, ID: id, Time: at + 2,
+				Result: history.Result{Token: &history.Token{ProducerID: 1000, Epoch: epoch}}})
+		}
+	}
+	return b.History()
+}
+
+// TestEveryRoleLinksToItsOwnVisualization: roles a/b, a_b and a:b once mapped to one file,
+// written by concurrent workers, so the report's three links opened one mixed page.
+func TestEveryRoleLinksToItsOwnVisualization(t *testing.T) {
+	roles := []string{"a/b", "a_b", "a:b", "A_b", "a_5fb", "_", ".", "..", strings.Repeat("é/", 200), strings.Repeat("é/", 200) + "x"}
+	dir, res := writeRun(t, t.TempDir(), roleHistory(t, roles))
+	if len(res.Visualized) != len(roles) {
+		t.Fatalf("visualized %q, want all %d roles", res.Visualized, len(roles))
+	}
+	names := map[string]string{}
+	for _, role := range roles {
+		name := reports.LinearName(role)
+		if other, dup := names[name]; dup {
+			t.Errorf("roles %q and %q share %s", other, role, name)
+		}
+		names[name] = role
+		if name != reports.LinearName(role) {
+			t.Errorf("LinearName(%q) is not stable", role)
+		}
+		base := strings.TrimPrefix(name, "linear/")
+		if strings.ContainsAny(base, `/\:`) || len(base) > 200 || strings.HasPrefix(base, ".") {
+			t.Errorf("LinearName(%q) = %q: not a safe file name", role, name)
+		}
+	}
+	// Every anomaly's link opens the page of its own role.
+	page := read(t, dir.Report())
+	links := 0
+	for _, block := range strings.Split(page, `<div class="anomaly">`)[1:] {
+		role, _, ok := strings.Cut(block, "</code>")
+		_, role, found := strings.Cut(role, "role <code>")
+		if !ok || !found {
+			continue
+		}
+		_, href, ok := strings.Cut(block, `<a href="`)
+		if !ok {
+			t.Errorf("anomaly of role %q has no link", role)
+			continue
+		}
+		href, _, _ = strings.Cut(href, `"`)
+		i := slices.Index(roles, html.UnescapeString(role))
+		if i < 0 {
+			t.Fatalf("anomaly of unknown role %q", role)
+		}
+		target := read(t, filepath.Join(string(dir), filepath.FromSlash(html.UnescapeString(href))))
+		for j := range roles {
+			has := strings.Contains(target, fmt.Sprintf("member-of-role-%d-", j))
+			if has != (j == i) {
+				t.Errorf("link %s of role %q: page shows role %q's members: %t", href, roles[i], roles[j], has)
+			}
+		}
+		links++
+	}
+	if links != len(roles) {
+		t.Errorf("%d links checked, want %d", links, len(roles))
+	}
+}
+
+func TestLinearNameOfAnEmptyRole(t *testing.T) {
+	if got := reports.LinearName(""); got != "linear/_.html" || got == reports.LinearName("_") {
+		t.Fatalf("LinearName(\"\") = %q, LinearName(\"_\") = %q", got, reports.LinearName("_"))
 	}
 }

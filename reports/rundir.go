@@ -3,12 +3,16 @@
 package reports
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -37,8 +41,56 @@ func (d Dir) Linear() string  { return filepath.Join(string(d), linearDir) }
 func (d Dir) Logs() string    { return filepath.Join(string(d), logsDir) }
 
 // LinearName is the path, relative to the run directory, of the porcupine visualization of
-// a role (the checker's DirVisualizer writes Linear()/<safe name>.html).
-func LinearName(safeRole string) string { return linearDir + "/" + safeRole + ".html" }
+// role: linear/<name>.html, the name the role's file gets from Visualize. Distinct roles get
+// distinct names (a/b, a_b and a:b included), on case-insensitive file systems too, and a
+// role always gets the same name.
+func LinearName(role string) string { return linearDir + "/" + linearFile(role) }
+
+// maxLinearName bounds the encoded part of a visualization's file name, well below the 255
+// bytes file systems allow.
+const maxLinearName = 160
+
+// linearFile encodes role as a file name: lowercase ASCII letters, digits and '-' stay, so
+// do dots after the first byte, and every other byte becomes _xx (its value in hex). The
+// encoding is one-to-one because '_' itself is encoded. A name longer than maxLinearName is
+// cut and completed with a hash of the whole role.
+func linearFile(role string) string {
+	var b strings.Builder
+	for i := 0; i < len(role); i++ {
+		c := role[i]
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || (c == '.' && i > 0) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "_%02x", c)
+		}
+	}
+	name := b.String()
+	switch {
+	case name == "":
+		name = "_" // no encoded role is a lone '_'
+	case len(name) > maxLinearName:
+		cut := maxLinearName
+		if i := strings.LastIndexByte(name[:cut], '_'); i >= cut-2 {
+			cut = i // do not split an _xx
+		}
+		sum := sha256.Sum256([]byte(role))
+		name = name[:cut] + "~" + hex.EncodeToString(sum[:12]) // '~' never appears otherwise
+	}
+	return name + ".html"
+}
+
+// Visualize creates the file of role's porcupine visualization, LinearName(role), for
+// checker.Options.Visualize.
+func (d Dir) Visualize(role string) (io.WriteCloser, error) {
+	if err := os.MkdirAll(d.Linear(), 0o755); err != nil {
+		return nil, fmt.Errorf("visualize %q: %w", role, err)
+	}
+	f, err := os.Create(filepath.Join(string(d), filepath.FromSlash(LinearName(role))))
+	if err != nil {
+		return nil, fmt.Errorf("visualize %q: %w", role, err)
+	}
+	return f, nil
+}
 
 // NewDir creates runs/<scenario>/<UTC time>-<seed>/ under root, with its logs folder, and
 // points root/latest at it. Two runs in the same second with the same seed get a suffix.

@@ -36,8 +36,8 @@ func scale(end int64) xOf {
 
 func axis(end int64, x xOf) []tick {
 	var ticks []tick
-	for i := 0; i <= 5; i++ {
-		ns := end * int64(i) / 5
+	for i := int64(0); i <= 5; i++ {
+		ns := end/5*i + end%5*i/5 // end*i/5 without overflowing on very large times
 		anchor := "middle"
 		if i == 5 {
 			anchor = "end"
@@ -244,7 +244,7 @@ func charts(h *history.History) []chart {
 	// Buckets of at least minBin, so a short run's chart shows rates rather than noise.
 	bins := int(min(int64(chartBins), max(h.End/int64(minBin), 10)))
 	binOf := func(ns int64) int {
-		b := int(ns * int64(bins) / (h.End + 1))
+		b := int(float64(ns) / float64(h.End) * float64(bins)) // in float: ns*bins overflows on very large times
 		return min(max(b, 0), bins-1)
 	}
 	binSecs := float64(h.End) / 1e9 / float64(bins)

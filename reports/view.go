@@ -231,7 +231,7 @@ func verdictClass(v checker.Verdict) string {
 func anomaly(a checker.Anomaly, ops map[int64]*history.Op, h *history.History, visualized map[string]bool) anomalyView {
 	v := anomalyView{Guarantee: a.Guarantee, Role: a.Role, Log: a.Log, Explanation: a.Explanation}
 	if a.Role != "" && visualized[a.Role] {
-		v.Linear = LinearName(checker.SafeFileName(a.Role))
+		v.Linear = LinearName(a.Role)
 	}
 	for i, id := range a.Ops {
 		if i == maxAnomalyOps {

@@ -369,7 +369,7 @@ func (r *runner) check(ctx context.Context) {
 		} else {
 			var err error
 			res, err = checker.Check(ctx, h, checker.Options{Timeout: r.opts.CheckTimeout,
-				Visualize: checker.DirVisualizer(r.dir.Linear()), Logger: r.log.With("component", "checker")})
+				Visualize: r.dir.Visualize, Logger: r.log.With("component", "checker")})
 			if err != nil {
 				r.harness = append(r.harness, err)
 				res = &checker.Results{Format: checker.ResultsFormat, Verdict: checker.VerdictError, Run: h.Meta}

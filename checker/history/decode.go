@@ -373,7 +373,8 @@ func (d *decoder) decodeLine(line []byte, e *Event) error {
 			if b, err = l.rawString(d); err == nil {
 				var ok bool
 				if e.Type, ok = parseType(b); !ok {
-					return l.errorf("unknown event type %q", b)
+					// Valid JSON naming a type this reader does not know: say so, not "invalid JSON".
+					return fmt.Errorf("unknown event type %q (want one of %s): %w", b, typeList(), ErrMalformed)
 				}
 			}
 		case "time":
@@ -433,12 +434,12 @@ func (d *decoder) decodeLine(line []byte, e *Event) error {
 		return l.errorf("text after the object")
 	}
 	if e.Type == 0 {
-		return fmt.Errorf("no type: %w", errSyntax)
+		return fmt.Errorf("event without a type: %w", ErrMalformed)
 	}
 	if metaRaw != nil && e.Type == TypeHeader {
 		e.Meta = new(Meta)
 		if err := json.Unmarshal(metaRaw, e.Meta); err != nil {
-			return fmt.Errorf("header meta: %w", err)
+			return fmt.Errorf("header meta: %v: %w", err, ErrMalformed)
 		}
 	}
 	return nil
@@ -538,7 +539,7 @@ func (d *decoder) record(l *lexer, r *Record) error {
 			if b, err = l.rawString(d); err == nil {
 				var ok bool
 				if r.Kind, ok = parseRecordKind(b); !ok {
-					return l.errorf("unknown record kind %q", b)
+					return fmt.Errorf("unknown record kind %q (want registration, lease or work): %w", b, ErrMalformed)
 				}
 			}
 		case "member":
@@ -555,7 +556,7 @@ func (d *decoder) record(l *lexer, r *Record) error {
 		return err
 	})
 	if err == nil && r.Kind == 0 {
-		err = l.errorf("record without a kind")
+		err = fmt.Errorf("record without a kind: %w", ErrMalformed)
 	}
 	return err
 }

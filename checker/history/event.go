@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // FormatVersion is the version of the history format this package writes and the newest it
@@ -62,6 +63,17 @@ func (t *EventType) UnmarshalText(b []byte) error {
 	}
 	*t = v
 	return nil
+}
+
+// typeList names every event type, for error messages.
+func typeList() string {
+	var names []string
+	for _, n := range typeNames {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 func parseType(b []byte) (EventType, bool) {

@@ -19,6 +19,19 @@ var (
 // Never is the return time of an operation that never completed (a killed run).
 const Never int64 = math.MaxInt64
 
+// MaxTime is the latest time an event may carry: about 146 years after the run started. Times
+// lie in [0, MaxTime], so no recorded time equals Never, and the checker's arithmetic on times
+// (a time plus one, the difference or the sum of two times) cannot overflow.
+const MaxTime int64 = 1 << 62
+
+// CheckTime returns an error (wrapping ErrMalformed) when t is not a time an event may carry.
+func CheckTime(t int64) error {
+	if t < 0 || t > MaxTime {
+		return fmt.Errorf("time %d is out of range: times are nanoseconds since the run started, 0 to %d: %w", t, MaxTime, ErrMalformed)
+	}
+	return nil
+}
+
 // History is a run's history with every operation's invoke and completion joined.
 type History struct {
 	Format int
@@ -124,13 +137,16 @@ func (b *Builder) remember(id int64, i int32) {
 	b.sparse[id] = i
 }
 
-// Add adds one event. It rejects (wrapping ErrMalformed) an event before the header, a second
-// header, a duplicate operation or fault id, a completion without its invoke or a second
+// Add adds one event. It rejects (wrapping ErrMalformed) a time outside [0, MaxTime], an
+// event before the header, a second header, a duplicate operation or fault id, a completion without its invoke or a second
 // completion, an unknown operation kind, and a result that does not fit its operation; it
 // rejects a newer format with ErrFormat (a header's zero Format means FormatVersion). The
 // builder keeps e's slices, except a read's records, which it copies.
 func (b *Builder) Add(e *Event) error {
-	if e.Time > b.h.End && e.Time != Never {
+	if err := CheckTime(e.Time); err != nil {
+		return err
+	}
+	if e.Time > b.h.End {
 		b.h.End = e.Time
 	}
 	if e.Type == TypeHeader {

@@ -279,6 +279,9 @@ func TestReadRejectsMalformedInputWithItsLineNumber(t *testing.T) {
 		{"epoch out of range", []string{header, `{"type":"invoke","id":1,"time":1,"role":"r","kind":"write-lease","args":{"token":{"producer_id":1,"epoch":40000},"write_id":"w"}}`}, 2, history.ErrMalformed},
 		{"fault ended twice", []string{header, `{"type":"fault-start","fault":1,"time":1,"kind":"k"}`, `{"type":"fault-end","fault":1,"time":2}`, `{"type":"fault-end","fault":1,"time":3}`}, 4, history.ErrMalformed},
 		{"malformed line that is not the last", []string{header, `{"type":"ok","id":`, inv(1, "acquire")}, 2, history.ErrMalformed},
+		{"time equal to Never", []string{header, inv(1, "read"), `{"type":"ok","id":1,"time":9223372036854775807,"result":{"records":[]}}`}, 3, history.ErrMalformed},
+		{"time beyond MaxTime", []string{header, `{"type":"invoke","id":1,"time":4611686018427387905,"role":"r","kind":"acquire"}`}, 2, history.ErrMalformed},
+		{"negative time", []string{header, `{"type":"fault-start","fault":1,"time":-1,"kind":"k"}`}, 2, history.ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -294,6 +297,51 @@ func TestReadRejectsMalformedInputWithItsLineNumber(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// TestReadNamesWhatIsWrong pins the messages of errors that are not about JSON syntax: they
+// name the line and what is wrong with it, never "invalid JSON".
+func TestReadNamesWhatIsWrong(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string
+	}{
+		{"unknown event type", header + "\n" + `{"type":"oops","time":1}` + "\n", []string{"line 2", `unknown event type "oops"`, "fault-start"}},
+		{"unknown event type on a last line without its newline", header + "\n" + `{"type":"oops","time":1}`, []string{"line 2", `unknown event type "oops"`}},
+		{"unknown record kind", header + "\n" + `{"type":"invoke","id":1,"time":1,"role":"r","kind":"final-read"}` + "\n" +
+			`{"type":"ok","id":1,"time":2,"result":{"records":[{"offset":0,"kind":"gossip"}]}}` + "\n", []string{"line 3", `unknown record kind "gossip"`}},
+		{"time out of range", header + "\n" + `{"type":"invoke","id":1,"time":9223372036854775807,"role":"r","kind":"acquire"}` + "\n",
+			[]string{"line 2", "time 9223372036854775807 is out of range"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := history.Read(strings.NewReader(tt.in))
+			if err == nil {
+				t.Fatal("read succeeded")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "invalid JSON") {
+				t.Errorf("error %q calls valid JSON invalid", err)
+			}
+		})
+	}
+}
+
+func TestBuilderRejectsTimesOutOfRange(t *testing.T) {
+	for _, tm := range []int64{-1, history.MaxTime + 1, history.Never} {
+		b := history.NewBuilder(0)
+		if err := b.Add(&history.Event{Type: history.TypeHeader}); err != nil {
+			t.Fatal(err)
+		}
+		err := b.Add(&history.Event{Type: history.TypeInvoke, ID: 1, Time: tm, Role: "r", Kind: history.KindAcquire})
+		if !errors.Is(err, history.ErrMalformed) {
+			t.Errorf("time %d: got %v, want ErrMalformed", tm, err)
+		}
+	}
 }
 
 func TestReadHandlesLinesLongerThanAChunk(t *testing.T) {

@@ -239,8 +239,11 @@ func (d *decoder) decodeChunk(c *chunk) {
 			}
 			if err := d.decodeLine(body, &c.events[len(c.events)-1]); err != nil {
 				c.events = c.events[:len(c.events)-1]
-				if nl < 0 && c.eof {
-					c.truncated = line // the run was killed while writing this line
+				if nl < 0 && c.eof && errors.Is(err, errSyntax) {
+					// The run was killed while writing this line. Only a syntax error can
+					// come of a cut: a complete line naming, say, an unknown event type is
+					// malformed wherever it is.
+					c.truncated = line
 				} else {
 					c.err = &LineError{Line: line, Err: err}
 				}

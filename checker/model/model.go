@@ -14,6 +14,7 @@ package model
 
 import (
 	"fmt"
+	"html"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -134,13 +135,16 @@ func New(lenient bool) porcupine.Model {
 		},
 		Equal: func(a, b any) bool { return a.(State) == b.(State) },
 		Hash:  func(state any) uint64 { return Hash(state.(State)) },
+		// Porcupine's page shows an operation's description as text, but its state and
+		// metadata as HTML (a tooltip's innerHTML): those two are escaped, since metadata
+		// carries recorded text (process names, error classes) that may hold markup.
 		DescribeOperation: func(input, _ any) string {
 			return Describe(input.(*Op))
 		},
-		DescribeState: func(state any) string { return DescribeState(state.(State)) },
+		DescribeState: func(state any) string { return html.EscapeString(DescribeState(state.(State))) },
 		DescribeOperationMetadata: func(info any) string {
 			if s, ok := info.(string); ok {
-				return s
+				return html.EscapeString(s)
 			}
 			return ""
 		},

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
-	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/reports"
 	"github.com/spf13/cobra"
 )
@@ -29,7 +25,7 @@ for example runs/latest. The exit code is the run's verdict.`,
 			if _, err := os.Stat(dir.History()); err != nil {
 				return usageErr("%s is not a run directory: %v", args[0], err)
 			}
-			res, err := checkDir(c.Context(), dir, checker.Options{Timeout: timeout, Logger: slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))})
+			res, err := dir.Check(c.Context(), checker.Options{Timeout: timeout, Logger: slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))})
 			if err != nil {
 				return harnessErr(err)
 			}
@@ -42,32 +38,14 @@ for example runs/latest. The exit code is the run's verdict.`,
 	return c
 }
 
-// checkDir checks a run directory's history and writes results.json, the porcupine
-// visualizations of failing roles, report.html and junit.xml.
-func checkDir(ctx context.Context, dir reports.Dir, opts checker.Options) (*checker.Results, error) {
-	info, err := dir.ReadRunInfo()
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	h, err := history.ReadFile(dir.History())
-	if err != nil {
-		return nil, err
-	}
-	opts.Visualize = checker.DirVisualizer(dir.Linear())
-	res, err := checker.Check(ctx, h, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := res.WriteFile(dir.Results()); err != nil {
-		return nil, err
-	}
-	if err := dir.Write(info, res, h, nil); err != nil {
-		return res, err
-	}
-	return res, nil
-}
-
+// printFailures prints what is wrong with a checked run: a history whose last line was cut
+// short, and every check and coverage requirement that is not valid with its first
+// anomalies.
 func printFailures(c *cobra.Command, res *checker.Results) {
+	if res.History.Truncated {
+		fmt.Fprintf(c.OutOrStdout(), "  history: line %d, the last, was cut short (the run was killed while writing it) and was skipped\n",
+			res.History.TruncatedLine)
+	}
 	for _, r := range append(append([]checker.Result{}, res.Checks...), res.Coverage...) {
 		if r.Verdict == checker.VerdictValid {
 			continue
