@@ -25,7 +25,7 @@ func init() {
 		params  []string
 		def     Params
 	}{
-		{cluster.KafkaDropRequest, "drop matching Kafka requests (api, default endtxn) of processes: the broker never sees them", nil, Params{API: "endtxn"}},
+		{cluster.KafkaDropRequest, "drop matching Kafka requests (default endtxn): the broker never sees them", nil, Params{API: "endtxn"}},
 		{cluster.KafkaDropResponse, "drop the responses to matching Kafka requests (default endtxn): the request takes effect, the client never learns it", nil, Params{API: "endtxn"}},
 		{cluster.KafkaDelay, "delay matching Kafka requests (default produce) by delay (default 1s)", []string{"delay"}, Params{API: "produce", Delay: Duration(time.Second)}},
 		{cluster.KafkaHold, "hold matching Kafka requests (default produce) and deliver them after the response to the next until request (default endtxn), even if the client gave up", []string{"until"}, Params{API: "produce", Until: "endtxn"}},
@@ -233,6 +233,13 @@ func (k *kafkaFault) Recover(ctx context.Context) error {
 		return nil
 	}
 	err := k.f.Remove(ctx)
+	attrs := []any{"fault", k.spec.Fault, "acted", k.f.Acted()}
+	for i, d := range k.f.Deliveries() {
+		// What a late request met is the point of hold: say it in the harness log.
+		attrs = append(attrs, fmt.Sprintf("delivery%d", i+1),
+			fmt.Sprintf("%s of %s after %s: %s", d.API, cluster.ProcessName(d.Process), d.Trigger, deliveryOutcome(d)))
+	}
+	k.n.log.Info("kafka fault removed", attrs...)
 	k.f = nil
 	return err
 }
@@ -321,4 +328,14 @@ func (p *specParser) parseKafka(s Spec) (Spec, error) {
 		}
 	}
 	return s, nil
+}
+
+func deliveryOutcome(d cluster.KafkaDelivery) string {
+	switch {
+	case d.Err != nil:
+		return d.Err.Error()
+	case d.ErrorCode != 0:
+		return "answered " + cluster.KafkaErrorName(d.ErrorCode)
+	}
+	return "accepted"
 }
