@@ -502,15 +502,17 @@ func (n *Network) Links() []*Link {
 // context.WithoutCancel-style contexts in heal paths, so it keeps going past
 // a failing link and returns all errors joined.
 func (n *Network) HealAll(ctx context.Context) error {
-	kerr := n.kafka.removeAll(ctx)
+	var errs []error
 	if n.inproc != nil {
 		// One call: the in-process server holds only our proxies.
-		return errors.Join(kerr, n.api.do(ctx, http.MethodPost, "/reset", nil, nil, http.StatusNoContent))
+		errs = append(errs, n.api.do(ctx, http.MethodPost, "/reset", nil, nil, http.StatusNoContent))
+	} else {
+		for _, l := range n.Links() {
+			errs = append(errs, l.Heal(ctx))
+		}
 	}
-	errs := []error{kerr}
-	for _, l := range n.Links() {
-		errs = append(errs, l.Heal(ctx))
-	}
+	// After the links are up, so that held requests reach their brokers.
+	errs = append(errs, n.kafka.removeAll(ctx))
 	return errors.Join(errs...)
 }
 

@@ -183,6 +183,30 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 			t.Fatalf("held record at offset %d, committed one at %d: want the held one after the commit", held, committed)
 		}
 	})
+
+	t.Run("hold whose trigger never comes - heal-all removes the fault and delivers", func(t *testing.T) {
+		topic := "fc-kf-heal-" + suffix
+		CreateTopic(t, c, topic)
+		f := add(t, cluster.KafkaFaultSpec{Action: cluster.KafkaHold, API: "Produce", Processes: []int{1}, Count: 1, Until: "DescribeTransactions"})
+		cl := plain(t, 1, kgo.ProduceRequestTimeout(time.Second))
+		cl.Produce(context.Background(), &kgo.Record{Topic: topic, Value: []byte("held")}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := f.WaitActed(ctx); err != nil {
+			t.Fatalf("the produce was never held: %v", err)
+		}
+		cl.Close()
+		if err := net.HealAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if left := net.KafkaFaults(); len(left) > 0 {
+			t.Fatalf("Kafka faults left after heal-all: %v", left)
+		}
+		if ds := f.Deliveries(); len(ds) != 1 || ds[0].Trigger != "removal" || ds[0].Err != nil {
+			t.Fatalf("deliveries %+v: want one at removal", ds)
+		}
+		readRecordsUntil(t, c, topic, kgo.ReadUncommitted(), func(vals []string) bool { return slices.Contains(vals, "held") })
+	})
 }
 
 func count(vals []string, v string) int {
