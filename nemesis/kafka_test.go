@@ -152,7 +152,20 @@ func TestKafkaFaultsInject(t *testing.T) {
 		if !strings.Contains(inj.Window().Desc, "until endtxn") {
 			t.Fatalf("window %q does not say until endtxn", inj.Window().Desc)
 		}
+		active := f.c.Network().KafkaFaults()
+		if len(active) != 1 || active[0].Acted() != 1 {
+			t.Fatalf("active Kafka faults %v: want the hold, having acted once", active)
+		}
 		f.heal(inj)
+		if left := f.c.Network().KafkaFaults(); len(left) > 0 {
+			t.Fatalf("Kafka faults left after the heal: %v", left)
+		}
+		// The held produce reached the broker, after p2's next EndTxn or at the heal.
+		if ds := active[0].Deliveries(); len(ds) != 1 || ds[0].Err != nil {
+			t.Fatalf("deliveries %+v: want the held produce delivered", ds)
+		} else {
+			t.Logf("the held produce was delivered after %s; the broker answered error code %d", ds[0].Trigger, ds[0].ErrorCode)
+		}
 		recovers(t, "p2 acquire and write after", f.acquireWrite(2, "role-2"))
 	})
 
