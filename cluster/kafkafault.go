@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -476,8 +477,10 @@ type kafkaConn struct {
 	expect    map[int32]*expectation
 	closed    bool
 	closedCh  chan struct{}
-	rbuf      []byte // response bytes not yet a whole frame (Read side only)
-	out       []byte // response bytes ready for the client
+	wdeadline time.Time     // the client's write deadline, which a delay honours
+	wdChanged chan struct{} // signalled when wdeadline changes
+	rbuf      []byte        // response bytes not yet a whole frame (Read side only)
+	out       []byte        // response bytes ready for the client
 	readChunk []byte
 }
 
@@ -494,7 +497,8 @@ type expectation struct {
 }
 
 func newKafkaConn(c net.Conn, k *kafkaFaults, process int, dial func(context.Context) (net.Conn, error)) *kafkaConn {
-	return &kafkaConn{Conn: c, k: k, process: process, dial: dial, expect: make(map[int32]*expectation), closedCh: make(chan struct{})}
+	return &kafkaConn{Conn: c, k: k, process: process, dial: dial, expect: make(map[int32]*expectation),
+		closedCh: make(chan struct{}), wdChanged: make(chan struct{}, 1)}
 }
 
 // Write acts on each whole request in b; it reports all of b written unless the broker
@@ -607,12 +611,8 @@ func (c *kafkaConn) request(frame []byte) error {
 		release(e.release, e.trigger) // it will never be answered here
 		return nil
 	case KafkaDelay:
-		t := time.NewTimer(act.spec.Delay)
-		select {
-		case <-t.C:
-		case <-c.closedCh:
-			t.Stop()
-			return net.ErrClosed
+		if err := c.sleep(act.spec.Delay); err != nil {
+			return err
 		}
 	case KafkaDropResponse:
 		e.silence = true
@@ -645,6 +645,61 @@ func (c *kafkaConn) request(frame []byte) error {
 		}
 	}
 	return nil
+}
+
+// SetDeadline sets the broker connection's deadlines and notes the write deadline.
+func (c *kafkaConn) SetDeadline(t time.Time) error {
+	c.noteWriteDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+// SetWriteDeadline sets the broker connection's write deadline and notes it.
+func (c *kafkaConn) SetWriteDeadline(t time.Time) error {
+	c.noteWriteDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// noteWriteDeadline records t for a delayed request, which must fail at the client's write
+// deadline as a blocked write would (kgo also moves it to now when the request's context
+// ends).
+func (c *kafkaConn) noteWriteDeadline(t time.Time) {
+	c.mu.Lock()
+	c.wdeadline = t
+	c.mu.Unlock()
+	select {
+	case c.wdChanged <- struct{}{}:
+	default:
+	}
+}
+
+// sleep waits d, or fails when the connection closes or its write deadline passes.
+func (c *kafkaConn) sleep(d time.Duration) error {
+	end := time.Now().Add(d)
+	for {
+		c.mu.Lock()
+		dl := c.wdeadline
+		c.mu.Unlock()
+		wake := end
+		if !dl.IsZero() && dl.Before(wake) {
+			wake = dl
+		}
+		wait := time.Until(wake)
+		if wait <= 0 {
+			if wake.Equal(end) {
+				return nil
+			}
+			return os.ErrDeadlineExceeded
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-c.wdChanged:
+		case <-c.closedCh:
+			t.Stop()
+			return net.ErrClosed
+		}
+		t.Stop()
+	}
 }
 
 // Read returns response bytes, after the faults acted on each whole response. Responses are

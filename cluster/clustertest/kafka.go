@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -117,6 +118,42 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 		}
 		if f.Acted() != 1 {
 			t.Fatalf("acted on %d requests, want 1", f.Acted())
+		}
+	})
+
+	t.Run("delay of ListOffsets past the client's deadline - the call fails at its deadline", func(t *testing.T) {
+		topic := "fc-kf-delay2-" + suffix
+		CreateTopic(t, c, topic)
+		adm := kadm.NewClient(Client(t, c, 1))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := adm.ListEndOffsets(ctx, topic); err != nil {
+			t.Fatal(err) // metadata and connections are up
+		}
+		f := add(t, cluster.KafkaFaultSpec{Action: cluster.KafkaDelay, API: "ListOffsets", Processes: []int{1}, Delay: 10 * time.Second})
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		defer ccancel()
+		start := time.Now()
+		res, err := adm.ListEndOffsets(cctx, topic)
+		if err == nil {
+			err = res.Error()
+		}
+		if took := time.Since(start); err == nil || took > 3*time.Second {
+			t.Fatalf("list offsets: %v after %v; want an error at the 1s deadline, not after the 10s delay", err, took)
+		}
+		// The delayed write gave up at the client's deadline too: nothing is stuck behind it.
+		if err := f.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		actx, acancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer acancel()
+		res, err = adm.ListEndOffsets(actx, topic)
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			t.Fatalf("list offsets after the fault: %v after %v; want an answer, not a wait behind the delayed write", err, time.Since(start))
 		}
 	})
 
