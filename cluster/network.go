@@ -146,6 +146,8 @@ type Network struct {
 
 	createMu sync.Mutex // serializes proxy creation (port choice, names)
 
+	kafka kafkaFaults // Kafka-aware faults on the process links (kafkafault.go)
+
 	mu       sync.RWMutex
 	closed   bool
 	targets  map[int32]target // broker id → where process links go
@@ -280,7 +282,8 @@ func (n *Network) Dialer(ctx context.Context, process int) (DialFunc, error) {
 		return f, nil
 	}
 	d := &net.Dialer{KeepAlive: 30 * time.Second}
-	f := func(ctx context.Context, network, host string) (net.Conn, error) {
+	var base DialFunc
+	base = func(ctx context.Context, network, host string) (net.Conn, error) {
 		n.mu.RLock()
 		id, ok := n.lookupLocked(host)
 		l := n.byProc[process][id]
@@ -295,6 +298,17 @@ func (n *Network) Dialer(ctx context.Context, process int) (DialFunc, error) {
 			}
 		}
 		return d.DialContext(ctx, network, l.dialAddr(0))
+	}
+	// Every connection is seen as Kafka frames, so Kafka-aware faults act in the client's
+	// path on every backend; held requests are delivered later along the same link.
+	f := func(ctx context.Context, network, host string) (net.Conn, error) {
+		c, err := base(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		return newKafkaConn(c, &n.kafka, process, func(ctx context.Context) (net.Conn, error) {
+			return base(ctx, network, host)
+		}), nil
 	}
 	n.dialFunc[process] = f
 	return f, nil
@@ -483,18 +497,22 @@ func (n *Network) Links() []*Link {
 	return out
 }
 
-// HealAll enables every link and removes every toxic. It runs on
+// HealAll enables every link, removes every toxic and removes every Kafka-aware fault
+// (delivering the requests they hold). It runs on
 // context.WithoutCancel-style contexts in heal paths, so it keeps going past
 // a failing link and returns all errors joined.
 func (n *Network) HealAll(ctx context.Context) error {
+	var errs []error
 	if n.inproc != nil {
 		// One call: the in-process server holds only our proxies.
-		return n.api.do(ctx, http.MethodPost, "/reset", nil, nil, http.StatusNoContent)
+		errs = append(errs, n.api.do(ctx, http.MethodPost, "/reset", nil, nil, http.StatusNoContent))
+	} else {
+		for _, l := range n.Links() {
+			errs = append(errs, l.Heal(ctx))
+		}
 	}
-	var errs []error
-	for _, l := range n.Links() {
-		errs = append(errs, l.Heal(ctx))
-	}
+	// After the links are up, so that held requests reach their brokers.
+	errs = append(errs, n.kafka.removeAll(ctx))
 	return errors.Join(errs...)
 }
 

@@ -43,6 +43,9 @@ type definition struct {
 	check func(s Spec) error
 	// build makes the fault for an effective spec (defaults filled in).
 	build func(n *Nemesis, s Spec) Fault
+	// kafka marks the Kafka-aware faults (kafka.go): their one-line form is their own, and
+	// they are not in the random schedule's default menu.
+	kafka bool
 }
 
 // uses says which Target fields a fault reads.

@@ -47,7 +47,7 @@ func (r RandomSchedule) withDefaults() RandomSchedule {
 		r.MaxActive = 1
 	}
 	if len(r.Faults) == 0 {
-		for _, name := range names() {
+		for _, name := range DefaultMenu() {
 			r.Faults = append(r.Faults, Spec{Fault: name})
 		}
 	}
@@ -178,6 +178,9 @@ func (p *specParser) parse() (Spec, error) {
 	d, ok := lookup(name)
 	if !ok {
 		return s, s.Validate() // names the unknown fault
+	}
+	if d.kafka {
+		return p.parseKafka(s)
 	}
 	for p.i < len(p.words) {
 		w := p.words[p.i]

@@ -99,6 +99,18 @@ type Params struct {
 	Point string `json:"point,omitempty" yaml:"point,omitempty"`
 	// Toxicity is the share of connections a toxic applies to, in (0, 1]. Default 1.
 	Toxicity float64 `json:"toxicity,omitempty" yaml:"toxicity,omitempty"`
+	// API is the Kafka request type a Kafka-aware fault matches ("produce", "endtxn").
+	API string `json:"api,omitempty" yaml:"api,omitempty"`
+	// Until is the request type after whose response hold (and duplicate) deliver.
+	Until string `json:"until,omitempty" yaml:"until,omitempty"`
+	// Count limits a Kafka-aware fault to the first Count matching requests. 0: all.
+	Count int `json:"count,omitempty" yaml:"count,omitempty"`
+	// Partition narrows a Kafka-aware fault to requests naming "TOPIC/N", or partition N.
+	Partition string `json:"partition,omitempty" yaml:"partition,omitempty"`
+	// Delay is how late the delay fault lets a request reach the broker.
+	Delay Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
+	// Error is the Kafka error (NOT_COORDINATOR, or its code) error-response answers with.
+	Error string `json:"error,omitempty" yaml:"error,omitempty"`
 }
 
 // IsZero reports whether every parameter is at its default.
@@ -228,6 +240,9 @@ func (p Params) check(eff Params) error {
 // "partition p1 from coordinator of role-3 with mode=blackhole for 12s".
 func (s Spec) String() string {
 	d, ok := lookup(s.Fault)
+	if ok && d.kafka {
+		return s.kafkaString()
+	}
 	var b strings.Builder
 	b.WriteString(s.Fault)
 	word := func(w string) {

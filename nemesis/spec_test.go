@@ -13,8 +13,8 @@ import (
 
 func TestFaultsRegistry(t *testing.T) {
 	faults := nemesis.Faults()
-	want := []string{"bandwidth", "flapping", "freeze", "isolate", "kill", "latency", "limit-data",
-		"move-coordinator", "partition", "pause", "reset-peer", "restart", "slicer"}
+	want := []string{"bandwidth", "delay", "drop", "drop-response", "duplicate", "error-response", "flapping", "freeze",
+		"hold", "isolate", "kill", "latency", "limit-data", "move-coordinator", "partition", "pause", "reset-peer", "restart", "slicer"}
 	var got []string
 	for _, f := range faults {
 		got = append(got, f.Name)

@@ -86,9 +86,7 @@ func (n NemesisSpec) Faults() []string {
 	var out []string
 	if n.Random != nil {
 		if len(n.Random.Faults) == 0 {
-			for _, f := range nemesis.Faults() {
-				out = append(out, f.Name)
-			}
+			out = append(out, nemesis.DefaultMenu()...)
 		}
 		for _, f := range n.Random.Faults {
 			out = append(out, f.Fault)
