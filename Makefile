@@ -39,7 +39,9 @@ lint:
 ## engine and checks that nothing of it is left (KEEP_ENGINE=1 keeps it). With
 ## FENCECHECK_REQUIRE_KAFKA=1 and FENCECHECK_REQUIRE_DOCKER=1 (set here) a missing install fails
 ## instead of skipping. Packages run one at a time (-p 1): scenario runs are timed in leases,
-## and two packages starting JVMs and workloads at once on 2 cores starve each other.
+## and two packages starting JVMs and workloads at once on 2 cores starve each other. Within a
+## package, tests marked parallel run four at a time (-parallel 4): the embedded scenario runs
+## mostly wait on lease timers.
 test: lint kafka
 	$(MAKE) test-go
 	$(GO) test -race -timeout 10m ./transport/...
@@ -47,7 +49,7 @@ test: lint kafka
 
 test-go:
 	KEEP_ENGINE=$(KEEP_ENGINE) docker/with-engine.sh sh -c '$(MAKE) images && \
-	  FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 $(GO) test -p 1 -timeout $(GOTEST_TIMEOUT) ./...'
+	  FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT) ./...'
 
 ## docker-engine: start the project's private Docker engine (docker.io from Debian, no bridge
 ## network; see docker/engine.sh). docker-engine-stop removes it and checks nothing is left.
