@@ -208,6 +208,15 @@ func (r *runner) startCluster(ctx context.Context) error {
 	meta.Seed = r.opts.Seed
 	meta.Started = r.started.UTC().Format(time.RFC3339)
 	meta.Promises = r.s.Promises
+	switch {
+	case r.s.Nemesis.Random != nil:
+		meta.Schedule = history.ScheduleRandom
+	case len(r.s.Nemesis.Script) > 0:
+		meta.Schedule = history.ScheduleScript
+		for _, line := range r.s.Nemesis.Script {
+			meta.Script = append(meta.Script, strings.Join(strings.Fields(line), " "))
+		}
+	}
 	if r.hist, err = history.Create(r.dir.History(), meta, history.WriterOptions{}); err != nil {
 		return err
 	}
