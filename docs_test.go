@@ -11,10 +11,6 @@ import (
 	"unicode"
 )
 
-// pendingDocs are pages another branch adds; a link to one may dangle until that branch is
-// merged. Remove an entry once its page is in the repository.
-var pendingDocs = []string{"docs/promises.md"}
-
 var (
 	// fence matches a fenced code block; inlineCode an inline code span.
 	fence      = regexp.MustCompile("(?ms)^[ \t]*```.*?^[ \t]*```[ \t]*$")
@@ -96,9 +92,7 @@ func linkProblems(root, page, text string, anchors map[string]map[string]bool) [
 			}
 			if _, err := os.Stat(path); err != nil {
 				rel, _ := filepath.Rel(root, path)
-				if !slices.Contains(pendingDocs, filepath.ToSlash(rel)) {
-					out = append(out, fmt.Sprintf("link %q: %s does not exist", target, filepath.ToSlash(rel)))
-				}
+				out = append(out, fmt.Sprintf("link %q: %s does not exist", target, filepath.ToSlash(rel)))
 				continue
 			}
 		}
@@ -167,7 +161,7 @@ func TestDocLinksCatchesBadLinks(t *testing.T) {
 	text := strings.Join([]string{
 		"# Page",
 		"[ok](other.md) [ok](other.md#a-heading-with-code) [ok](other.md#repeat-1) [ok](#page)",
-		"[ok](../docs/other.md) [ok](https://example.com/x.md) [pending](promises.md)",
+		"[ok](../docs/other.md) [ok](https://example.com/x.md)",
 		"[bad](missing.md) [bad](other.md#nowhere) [bad](#nowhere) [bad](/docs/other.md)",
 		"[bad](../../outside.md) and a mention of `../../notes/DESIGN.md`",
 		"```", "[ignored in a code block](missing-too.md)", "```",
