@@ -150,8 +150,15 @@ func (c *run) checkWellFormed() {
 // finish caps anomalies, sets every check's verdict from its anomalies, and the run's verdict.
 func (c *run) finish(start time.Time) {
 	verdict := VerdictValid
+	var byID map[int64]int32
 	for i := range c.res.Checks {
 		r := &c.res.Checks[i]
+		if len(r.Anomalies) > 0 && c.x != nil {
+			if byID == nil {
+				byID = c.x.opsByID()
+			}
+			c.x.setFirstAt(r, byID)
+		}
 		for j := range r.Anomalies {
 			r.Anomalies[j].Explanation = capitalize(r.Anomalies[j].Explanation)
 		}
