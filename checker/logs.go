@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/fencecheck/fencecheck/checker/history"
 )
@@ -25,6 +26,15 @@ func (x *index) describeRecord(rec *history.Record, writer int32) string {
 	return s + ")"
 }
 
+// opList renders ops as "op 3, op 7".
+func (x *index) opList(ops []int32) string {
+	parts := make([]string, len(ops))
+	for i, o := range ops {
+		parts[i] = fmt.Sprintf("op %d", x.op(o).ID)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // opIDs returns the ids of the given ops, skipping -1.
 func (x *index) opIDs(ops ...int32) []int64 {
 	ids := make([]int64, 0, len(ops))
@@ -39,6 +49,11 @@ func (x *index) opIDs(ops ...int32) []int64 {
 // checkLogTokenOrder: in every final log, records carry non-decreasing minted tokens in offset
 // order. A work partition may be shared by several roles, whose tokens do not compare: it is
 // checked role by role (the record's role, or its writer's).
+//
+// The order is that of the tokens the writers' operations ran under, and every committed
+// record's stamped token must equal its writer's: otherwise the log order, which trusts the
+// stamp, and the model, which trusts the operation, would judge different histories, and an
+// old holder's record stamped with a newer token would hide a reorder.
 func (c *run) checkLogTokenOrder() {
 	r, x := c.result(LogTokenOrder), c.x
 	checked, skipped, notComparable := 0, 0, 0
@@ -46,8 +61,38 @@ func (c *run) checkLogTokenOrder() {
 		tok history.Token
 		p   int
 	}
+	stamped := map[int32]bool{} // writes whose mismatched stamp is reported
+	checkStamp := func(id history.LogID, rec *history.Record, w, read int32) history.Token {
+		if w < 0 {
+			return rec.Token
+		}
+		op := x.op(w)
+		if op.Args.Token == rec.Token {
+			return rec.Token
+		}
+		if !stamped[w] {
+			stamped[w] = true
+			r.Anomalies = append(r.Anomalies, Anomaly{
+				Guarantee: LogTokenOrder, Role: op.Role, Log: id.String(),
+				Ops: x.opIDs(w, read), Offsets: []int64{rec.Offset},
+				Explanation: fmt.Sprintf("%s op %d of %s returned %s, stamped %s, but its write (%s op %d by %s) ran under %s: a committed record must carry the token its writer ran under.",
+					x.op(read).Kind, x.op(read).ID, id, x.describeRecord(rec, w), rec.Token, op.Kind, op.ID, op.Member, op.Args.Token),
+			})
+		}
+		return op.Args.Token
+	}
 	for _, id := range x.logIDs {
 		l := x.logs[id]
+		// Reads that are not prefixes of the final log hold records the final read does not.
+		for i, rd := range l.reads {
+			if l.final >= 0 && l.mismatch[i] < 0 {
+				continue
+			}
+			recs := x.op(rd).Result.Records
+			for j := range recs {
+				checkStamp(id, &recs[j], x.writerOf(&recs[j]), rd)
+			}
+		}
 		if l.final < 0 {
 			skipped++
 			continue
@@ -55,10 +100,22 @@ func (c *run) checkLogTokenOrder() {
 		checked++
 		final := x.finalRecords(l)
 		maxBy := map[string]top{}
+		describe := func(p int, tok history.Token) string {
+			s := x.describeRecord(&final[p], l.finalWriter[p])
+			if tok != final[p].Token {
+				s += fmt.Sprintf(", whose write ran under %s", tok)
+			}
+			return s
+		}
+		tokens := make(map[int]history.Token) // of the records stamped otherwise than their writer
 		for p := range final {
 			rec := &final[p]
 			if rec.Kind == history.RecordRegistration {
 				continue
+			}
+			tok := checkStamp(id, rec, l.finalWriter[p], l.final)
+			if tok != rec.Token {
+				tokens[p] = tok
 			}
 			key := ""
 			if id.Work {
@@ -70,21 +127,21 @@ func (c *run) checkLogTokenOrder() {
 			m, ok := maxBy[key]
 			switch {
 			case !ok:
-				maxBy[key] = top{rec.Token, p}
-			case x.cfg.hashedPIDs && rec.Token.ProducerID != m.tok.ProducerID:
+				maxBy[key] = top{tok, p}
+			case x.cfg.hashedPIDs && tok.ProducerID != m.tok.ProducerID:
 				notComparable++
-				maxBy[key] = top{rec.Token, p}
-			case rec.Token.Less(m.tok):
+				maxBy[key] = top{tok, p}
+			case tok.Less(m.tok):
 				newer := &final[m.p]
 				r.Anomalies = append(r.Anomalies, Anomaly{
 					Guarantee: LogTokenOrder, Role: cmp.Or(id.Role, key), Log: id.String(),
 					Ops:     x.opIDs(l.finalWriter[m.p], l.finalWriter[p]),
 					Offsets: []int64{newer.Offset, rec.Offset},
 					Explanation: fmt.Sprintf("In the final log of %s, %s committed after %s: an older holder's record follows its successor's.",
-						id, x.describeRecord(rec, l.finalWriter[p]), x.describeRecord(newer, l.finalWriter[m.p])),
+						id, describe(p, tok), describe(m.p, m.tok)),
 				})
-			case rec.Token.Compare(m.tok) > 0:
-				maxBy[key] = top{rec.Token, p}
+			case tok.Compare(m.tok) > 0:
+				maxBy[key] = top{tok, p}
 			}
 		}
 	}
@@ -303,26 +360,33 @@ func (c *run) checkReadMonotonic() {
 // checkRegistrationOrder: every acknowledged registration is in the final log of its role
 // once, at the offset it was acknowledged with, as the registration of its member; offsets are
 // unique, and a registration acknowledged before another was invoked has the lower offset.
+// A registration that failed (certainly not applied) is not in the log: no member has more
+// registration records than registrations that did not fail, even a member whose every
+// registration failed.
 func (c *run) checkRegistrationOrder() {
 	r, x := c.result(RegistrationOrder), c.x
-	checked, skipped := 0, 0
+	checked, skipped, failedRegs := 0, 0, 0
 	for _, role := range x.roles {
 		var regs []int32
-		attempts := map[string]int{}
+		attempts := map[string]int{}   // registrations that did not fail, by member
+		failed := map[string][]int32{} // registrations that failed, by member
 		for _, ro := range x.byRole[role].ops {
 			if ro.kind != opRegister {
 				continue
 			}
 			id := ro.op
 			op := x.op(id)
-			if op.Type != history.TypeFail {
+			if op.Type == history.TypeFail {
+				failed[op.Member] = append(failed[op.Member], id)
+				failedRegs++
+			} else {
 				attempts[op.Member]++
 			}
 			if op.Type == history.TypeOK {
 				regs = append(regs, id)
 			}
 		}
-		if len(regs) == 0 {
+		if len(regs) == 0 && len(failed) == 0 {
 			continue
 		}
 		l := x.logs[history.RoleLog(role)]
@@ -377,11 +441,13 @@ func (c *run) checkRegistrationOrder() {
 					x.op(b).Member, x.op(b).ID, offset(b), offset(best), x.op(best).Member, x.op(best).ID)
 			}
 		}
-		// Once: no member has more registration records than it made attempts.
-		records := map[string]int{}
+		// Once, and never a failed one: no member of this run has more registration records
+		// than registrations that did not fail. (Records of members that never registered in
+		// this run are not judged: they may predate it.)
+		records := map[string][]int64{}
 		for _, rec := range final {
 			if rec.Kind == history.RecordRegistration {
-				records[rec.Member]++
+				records[rec.Member] = append(records[rec.Member], rec.Offset)
 			}
 		}
 		members := make([]string, 0, len(records))
@@ -390,13 +456,27 @@ func (c *run) checkRegistrationOrder() {
 		}
 		slices.Sort(members)
 		for _, m := range members {
-			if n := records[m]; n > attempts[m] && attempts[m] > 0 {
-				add(x.opIDs(l.final), nil, "Member %s has %d registration records in the final log of %s but registered %d times.",
-					m, n, role, attempts[m])
+			n, k, f := len(records[m]), attempts[m], failed[m]
+			switch {
+			case n <= k || (k == 0 && len(f) == 0):
+			case len(f) == 0:
+				add(x.opIDs(l.final), records[m], "Member %s has %d registration records in the final log of %s but registered %d times.",
+					m, n, role, k)
+			case k == 0:
+				add(append(x.opIDs(f...), x.op(l.final).ID), records[m],
+					"Member %s has %d registration record(s) in the final log of %s, but its only registration(s) (%s) failed: a registration that certainly did not happen was applied.",
+					m, n, role, x.opList(f))
+			default:
+				add(append(x.opIDs(f...), x.op(l.final).ID), records[m],
+					"Member %s has %d registration records in the final log of %s, but only %d of its registrations did not fail (%s failed): a registration that certainly did not happen was applied.",
+					m, n, role, k, x.opList(f))
 			}
 		}
 	}
 	r.Details["registrations"] = checked
+	if failedRegs > 0 {
+		r.Details["failed_registrations"] = failedRegs
+	}
 	if skipped > 0 {
 		r.Details["roles_without_final_read"] = skipped
 		r.Verdict = Worst(r.Verdict, VerdictInconclusive)
