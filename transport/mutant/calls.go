@@ -3,7 +3,6 @@ package mutant
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -37,27 +36,33 @@ func newLocalJoinSeq(_ context.Context, tr *transport.BrokerTransport) (*Transpo
 	return m, nil
 }
 
-// resendAttempt is how long resend-registration waits for an append before it sends the
-// registration again: shorter than a first append takes (metadata, producer id, produce), so
-// the first registration of a process always goes out twice.
+// resendAttempt is how long resend-registration waits for the answer to an append before it
+// sends the registration again: shorter than a process's first append takes (connection,
+// producer id, produce; tens of milliseconds on the embedded cluster).
 const resendAttempt = 5 * time.Millisecond
 
-// newResendRegistration retries a registration whose answer is late by appending it again,
-// as a client with a per-attempt deadline and an application-level retry loop would. The
-// first append is not cancelled by giving up on it: it lands, and the member is registered
-// twice.
+// newResendRegistration sends a registration again when the answer to the first append is
+// late, as a client with a per-attempt deadline and an application-level retry would. The
+// first append is already on its way and is not withdrawn by giving up on its answer: it
+// lands, and the member is registered twice.
 func newResendRegistration(_ context.Context, tr *transport.BrokerTransport) (*Transport, error) {
+	type answer struct {
+		seq int64
+		err error
+	}
 	m := &Transport{BrokerTransport: tr}
 	m.register = func(ctx context.Context, role transport.Role, member transport.MemberID) (int64, error) {
-		for range 3 {
-			actx, cancel := context.WithTimeout(ctx, resendAttempt)
-			seq, err := tr.Register(actx, role, member)
-			cancel()
-			if err == nil || ctx.Err() != nil {
-				return seq, err
-			}
+		first := make(chan answer, 1) // buffered: the first attempt finishes on its own
+		go func() {
+			seq, err := tr.Register(ctx, role, member)
+			first <- answer{seq, err}
+		}()
+		select {
+		case a := <-first:
+			return a.seq, a.err
+		case <-time.After(resendAttempt):
+			return tr.Register(ctx, role, member) // the bug: a second append of the same registration
 		}
-		return tr.Register(ctx, role, member)
 	}
 	return m, nil
 }
@@ -135,52 +140,6 @@ func newStampCurrentEpoch(_ context.Context, tr *transport.BrokerTransport) (*Tr
 			return &transport.Error{Op: transport.OpWrite, Role: role, Kind: transport.ErrAdmin, Stage: transport.StageLocal, Err: err}
 		}
 		return tr.WriteFenced(ctx, role, tok, rec)
-	}
-	return m, nil
-}
-
-// newOtherRoleProducer writes a lease on the producer of another role this process holds,
-// when it holds one, as a transport that keeps one transactional producer per process rather
-// than per role would. That producer's epoch says nothing about this role, so the broker
-// accepts the lease of a holder a competitor has deposed.
-func newOtherRoleProducer(_ context.Context, tr *transport.BrokerTransport) (*Transport, error) {
-	var (
-		mu    sync.Mutex
-		roles []transport.Role // every role this process acquired, in order
-	)
-	m := &Transport{BrokerTransport: tr}
-	m.acquire = func(ctx context.Context, role transport.Role) (transport.FencingToken, error) {
-		mu.Lock()
-		if !slices.Contains(roles, role) {
-			roles = append(roles, role)
-		}
-		mu.Unlock()
-		return tr.AcquireEpoch(ctx, role)
-	}
-	m.writeLease = func(ctx context.Context, role transport.Role, tok transport.FencingToken, l transport.Lease) error {
-		if held, ok := tr.HeldToken(role); !ok || held != tok {
-			return notHeld(role)
-		}
-		mu.Lock()
-		others := slices.Clone(roles)
-		mu.Unlock()
-		for _, other := range others {
-			otherTok, ok := tr.HeldToken(other)
-			if other == role || !ok {
-				continue
-			}
-			rec, err := leaseRecord(ctx, tr, role, tok, l)
-			if err != nil {
-				return &transport.Error{Op: transport.OpWrite, Role: role, Kind: transport.ErrAdmin, Stage: transport.StageLocal, Err: err}
-			}
-			err = tr.WriteFenced(ctx, other, otherTok, rec)
-			var te *transport.Error
-			if errors.As(err, &te) {
-				te.Role = role
-			}
-			return err
-		}
-		return tr.WriteLease(ctx, role, tok, l)
 	}
 	return m, nil
 }

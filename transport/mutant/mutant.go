@@ -83,10 +83,10 @@ var mutants = []mutant{
 		build:      newCachedProducer,
 	},
 	{
-		name:       "other-role-producer",
-		summary:    "writes a lease on the producer of another role this process holds (one producer per process, not per role), so the broker's epoch check never sees a deposed holder of this role",
+		name:       "process-producer",
+		summary:    "writes every role's leases and work in transactions of one producer per process (a transactional id per process, not per role), which no role's acquire fences, so a deposed holder's writes are accepted",
 		guarantees: []string{"fenced-stale-write", "log-token-order"},
-		build:      newOtherRoleProducer,
+		build:      newProcessProducer,
 	},
 	{
 		name:       "read-uncommitted",
