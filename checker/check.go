@@ -81,6 +81,7 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Results, err
 		{NoZombieCommit, c.checkNoZombieCommit},
 		{RegistrationOrder, c.checkRegistrationOrder},
 		{ReadPrefix, c.checkReadPrefix},
+		{ReadPrefix, func() { c.checkSettledReads(c.result(ReadPrefix)) }},
 		{ReadMonotonic, c.checkReadMonotonic},
 	}
 	for _, l := range linear {
