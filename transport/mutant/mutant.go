@@ -96,6 +96,12 @@ var mutants = []mutant{
 		build:      newReadUncommitted,
 	},
 	{
+		name:       "drop-last-record",
+		summary:    "leaves the last record out of every read (a scan that stops one short of its end), which only a read of a settled log, after the final read, can tell from an earlier prefix",
+		guarantees: []string{"read-prefix"},
+		build:      newDropLastRecord,
+	},
+	{
 		name:       "local-join-seq",
 		summary:    "returns a join sequence from a counter of its own instead of the offset the broker gave the registration",
 		guarantees: []string{"registration-order"},
