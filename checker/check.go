@@ -81,6 +81,7 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Results, err
 		{NoZombieCommit, c.checkNoZombieCommit},
 		{RegistrationOrder, c.checkRegistrationOrder},
 		{ReadPrefix, c.checkReadPrefix},
+		{ReadPrefix, func() { c.checkSettledReads(c.result(ReadPrefix)) }},
 		{ReadMonotonic, c.checkReadMonotonic},
 	}
 	for _, l := range linear {
@@ -150,9 +151,16 @@ func (c *run) checkWellFormed() {
 // finish caps anomalies, sets every check's verdict from its anomalies, and the run's verdict.
 func (c *run) finish(start time.Time) {
 	verdict := VerdictValid
+	var byID map[int64]int32
 	for i := range c.res.Checks {
 		r := &c.res.Checks[i]
 		c.dropIllFormed(r)
+		if len(r.Anomalies) > 0 && c.x != nil {
+			if byID == nil {
+				byID = c.x.opsByID()
+			}
+			c.x.setFirstAt(r, byID)
+		}
 		for j := range r.Anomalies {
 			r.Anomalies[j].Explanation = capitalize(r.Anomalies[j].Explanation)
 		}

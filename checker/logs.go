@@ -365,6 +365,7 @@ func (c *run) checkRegistrationOrder() {
 	for _, role := range x.roles {
 		var regs []int32
 		attempts := map[string]int{}   // registrations that did not fail, by member
+		tried := map[string][]int32{}  // the same, as ops, for the anomaly that counts them
 		failed := map[string][]int32{} // registrations that failed, by member
 		for _, ro := range x.byRole[role].ops {
 			if ro.kind != opRegister {
@@ -377,6 +378,7 @@ func (c *run) checkRegistrationOrder() {
 				failedRegs++
 			} else {
 				attempts[op.Member]++
+				tried[op.Member] = append(tried[op.Member], id)
 			}
 			if op.Type == history.TypeOK {
 				regs = append(regs, id)
@@ -456,7 +458,7 @@ func (c *run) checkRegistrationOrder() {
 			switch {
 			case n <= k || (k == 0 && len(f) == 0):
 			case len(f) == 0:
-				add(x.opIDs(l.final), records[m], "Member %s has %d registration records in the final log of %s but registered %d times.",
+				add(x.opIDs(append(tried[m], l.final)...), records[m], "Member %s has %d registration records in the final log of %s but registered %d times.",
 					m, n, role, k)
 			case k == 0:
 				add(append(x.opIDs(f...), x.op(l.final).ID), records[m],

@@ -65,6 +65,10 @@ type Result struct {
 	// Advisory results are reported but do not count towards the run's verdict.
 	Advisory  bool      `json:"advisory,omitempty"`
 	Anomalies []Anomaly `json:"anomalies,omitempty"`
+	// FirstAt is the history time (ns since the run's start) at which the earliest anomaly,
+	// capped ones included, became observable: when the last of its operations other than
+	// final reads completed. Zero when no anomaly names such an operation.
+	FirstAt int64 `json:"first_at_ns,omitempty"`
 	// Details are check-specific facts: what was checked, what was skipped and why, counts.
 	Details map[string]any `json:"details,omitempty"`
 }

@@ -27,7 +27,8 @@ const (
 // it after Run, once the runner has healed every fault and the cluster is healthy. It uses a
 // transport of its own on the cluster's bootstrap addresses, without links, so the reference
 // does not depend on any process's links. A failed read is tried again (every attempt is
-// recorded) up to 5 times or until ctx ends. The history is synced to stable storage at the
+// recorded) up to 5 times or until ctx ends. Then every process reads every log once more
+// through its own transport (settledReads). The history is synced to stable storage at the
 // end. The error names the logs that could not be read; without them the run is inconclusive.
 func (wl *Workload) FinalReads(ctx context.Context) error {
 	tc := transport.NewConfig(strings.Join(wl.cl.Bootstrap(), ","), wl.cfg.Lease.D())
@@ -54,19 +55,23 @@ func (wl *Workload) FinalReads(ctx context.Context) error {
 	stopFlush := wl.flushLoop()
 	jobs := make(chan history.LogID)
 	var (
-		mu     sync.Mutex
-		unread []string
-		wg     sync.WaitGroup
+		mu       sync.Mutex
+		unread   []string
+		finalLen = map[history.LogID]int{} // records each final read returned
+		wg       sync.WaitGroup
 	)
 	for range min(finalWorkers, len(logs)) {
 		cl := wl.rec.newClient(tr, FinalProcess, "")
 		wg.Go(func() {
 			for l := range jobs {
-				if err := wl.finalRead(ctx, cl, l); err != nil {
-					mu.Lock()
+				n, err := wl.finalRead(ctx, cl, l)
+				mu.Lock()
+				if err != nil {
 					unread = append(unread, fmt.Sprintf("%s (%v)", l, err))
-					mu.Unlock()
+				} else {
+					finalLen[l] = n
 				}
+				mu.Unlock()
 			}
 		})
 	}
@@ -75,6 +80,7 @@ func (wl *Workload) FinalReads(ctx context.Context) error {
 	}
 	close(jobs)
 	wg.Wait()
+	wl.settledReads(ctx, logs, finalLen)
 	stopFlush()
 
 	err = wl.rec.failed()
@@ -88,7 +94,7 @@ func (wl *Workload) FinalReads(ctx context.Context) error {
 // is open on the log's partition: a commit is acknowledged before its markers reach the
 // partition, and a read that stopped at an earlier last stable offset would report an
 // acknowledged write as lost. Transactions a dead holder left open end at their timeout.
-func (wl *Workload) finalRead(ctx context.Context, cl *client, l history.LogID) error {
+func (wl *Workload) finalRead(ctx context.Context, cl *client, l history.LogID) (records int, err error) {
 	topic, partition := wl.workTopic, l.Partition
 	if !l.Work {
 		topic, partition = wl.cfg.topic(), transport.PartitionFor(transport.Role(l.Role), wl.cfg.TopicPartitions)
@@ -96,7 +102,7 @@ func (wl *Workload) finalRead(ctx context.Context, cl *client, l history.LogID) 
 	// An open transaction lasts at most its timeout (the lease) plus the coordinator's abort
 	// sweep; wait a little longer than that, then read what there is.
 	wctx, cancel := context.WithTimeout(ctx, 2*wl.cfg.Lease.D()+wl.cfg.RequestTimeout.D())
-	err := cl.tr.WaitStable(wctx, topic, partition)
+	err = cl.tr.WaitStable(wctx, topic, partition)
 	cancel()
 	if err != nil {
 		// Read anyway: the checker judges what the read returns, and says what is missing.
@@ -104,13 +110,60 @@ func (wl *Workload) finalRead(ctx context.Context, cl *client, l history.LogID) 
 	}
 	for attempt := 1; attempt <= finalAttempts; attempt++ {
 		if l.Work {
-			_, err = cl.ReadWork(ctx, history.KindFinalRead, wl.workTopic, l.Partition)
+			var recs []history.Record
+			recs, err = cl.ReadWork(ctx, history.KindFinalRead, wl.workTopic, l.Partition)
+			records = len(recs)
 		} else {
-			_, err = cl.ReadRole(ctx, history.KindFinalRead, l.Role)
+			var rr transport.RoleRecords
+			rr, err = cl.ReadRole(ctx, history.KindFinalRead, l.Role)
+			records = len(rr.Registrations) + len(rr.Leases)
 		}
 		if err == nil || attempt == finalAttempts || !sleep(ctx, nil, finalRetry) {
-			return err
+			return records, err
 		}
 	}
-	return err
+	return records, err
+}
+
+// Settled reads: how often a process reads a settled log that came back short.
+const (
+	settledAttempts = 3
+	settledRetry    = 100 * time.Millisecond
+)
+
+// settledReads has every process read every log once more through its own transport, after
+// the final reads: nothing is written any more and every log is stable, so each read must
+// return the whole final log (the checker's read-prefix says so). It is the one moment a read
+// that drops records can be told from one that began before the last commits: during the
+// run, a short read is just an earlier prefix. A read that comes back shorter than the final
+// read is tried again a few times, since a partition leader that just took over may briefly
+// report an older last stable offset; every attempt is recorded, and the checker judges the
+// last. Failures are only recorded: these reads are not the reference.
+func (wl *Workload) settledReads(ctx context.Context, logs []history.LogID, finalLen map[history.LogID]int) {
+	var wg sync.WaitGroup
+	for _, p := range wl.procs {
+		cl := wl.rec.newClient(p.tr, p.name, "")
+		wg.Go(func() {
+			for _, l := range logs {
+				want, ok := finalLen[l]
+				if !ok {
+					continue // no reference to be complete against
+				}
+				for attempt := 1; attempt <= settledAttempts; attempt++ {
+					n := -1
+					if l.Work {
+						if recs, err := cl.ReadWork(ctx, history.KindRead, wl.workTopic, l.Partition); err == nil {
+							n = len(recs)
+						}
+					} else if rr, err := cl.ReadRole(ctx, history.KindRead, l.Role); err == nil {
+						n = len(rr.Registrations) + len(rr.Leases)
+					}
+					if n >= want || attempt == settledAttempts || !sleep(ctx, nil, settledRetry) {
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -61,6 +61,34 @@ func TestAcceptance(t *testing.T) {
 			t.Fatalf("op %d (%s) never completed", op.ID, op.Kind)
 		}
 	}
+	// Settled reads: after the final reads, every process read every log, all of it.
+	logOf := func(op *history.Op) string {
+		if op.Args.Log.Work {
+			return op.Args.Log.String()
+		}
+		return history.RoleLog(op.Role).String()
+	}
+	finalEnd, finalLen := map[string]int64{}, map[string]int{}
+	for i := range res.h.Ops {
+		if op := &res.h.Ops[i]; op.Kind == history.KindFinalRead && op.Type == history.TypeOK {
+			finalEnd[logOf(op)], finalLen[logOf(op)] = op.Return, len(op.Result.Records)
+		}
+	}
+	settled := map[string]bool{}
+	for i := range res.h.Ops {
+		op := &res.h.Ops[i]
+		end, ok := finalEnd[logOf(op)]
+		if op.Kind != history.KindRead || !ok || op.Invoke < end {
+			continue
+		}
+		settled[op.Process+" "+logOf(op)] = true
+		if op.Type != history.TypeOK || len(op.Result.Records) != finalLen[logOf(op)] {
+			t.Errorf("settled read op %d of %s by %s: %s with %d records, want ok with %d", op.ID, logOf(op), op.Process, op.Type, len(op.Result.Records), finalLen[logOf(op)])
+		}
+	}
+	if want := cfg.Processes * len(finalEnd); len(settled) != want {
+		t.Errorf("%d process-log pairs read after the final reads, want %d (%d processes × %d logs)", len(settled), want, cfg.Processes, len(finalEnd))
+	}
 }
 
 // currentLag reads the history file as a killed run would leave it and returns how far its

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster/containers"
+	"github.com/fencecheck/fencecheck/transport/mutant"
 )
 
 // buildBinary builds fencecheck once for the tests that run it as a user would.
@@ -169,14 +170,38 @@ func TestSelftest(t *testing.T) {
 		t.Skip("runs a scenario per transport")
 	}
 	bin := buildBinary(t)
-	out, err := exec.Command(bin, "selftest", "--duration", "12s", "--out", t.TempDir()).CombinedOutput()
+	out, err := exec.Command(bin, "selftest", "--duration", "8s", "--out", t.TempDir()).CombinedOutput()
 	if code := exitCode(t, err); code != 0 {
 		t.Fatalf("selftest exit %d:\n%s", code, out)
 	}
-	for _, want := range []string{"PASS  real", "PASS  mutant:lease-outside-txn", "PASS  mutant:ack-fenced", "selftest passed"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("selftest output lacks %q:\n%s", want, out)
+	want := []string{"PASS  real", "selftest passed"}
+	for _, m := range mutant.List() {
+		want = append(want, "PASS  mutant:"+m.Name)
+	}
+	if len(want) < 2+10 {
+		t.Errorf("%d mutants, want at least 10", len(want)-2)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("selftest output lacks %q:\n%s", w, out)
 		}
+	}
+	// The table has a row per mutant, caught on its one seed with a time to detect.
+	rows := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 5 || !slices.ContainsFunc(mutant.List(), func(m mutant.Info) bool { return m.Name == f[0] }) {
+			continue
+		}
+		rows++
+		if n := len(f); f[n-3] != "1" || f[n-2] != "1" {
+			t.Errorf("row %q: want 1 seed tried and 1 caught", line)
+		} else if d, err := time.ParseDuration(f[n-1]); err != nil || d <= 0 {
+			t.Errorf("row %q: no time to detect (%v)", line, err)
+		}
+	}
+	if rows != len(mutant.List()) {
+		t.Errorf("%d table rows, want one per mutant (%d):\n%s", rows, len(mutant.List()), out)
 	}
 }
 

@@ -2,113 +2,219 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/transport/mutant"
+	"github.com/fencecheck/fencecheck/workload"
 	"github.com/spf13/cobra"
 )
 
 func init() { extraCommands = append(extraCommands, newSelftest) }
 
 func newSelftest() *cobra.Command {
-	var list bool
-	var f runFlags
+	var (
+		list  bool
+		seeds int
+		f     runFlags
+	)
 	c := &cobra.Command{
 		Use:   "selftest",
 		Short: "Prove the checker has teeth: broken transports must come out invalid, the real one valid",
-		Long: `selftest runs the steady scenario (high contention, no faults) once with the real transport
-and once with each deliberately broken transport ("mutants", see --list). It passes (exit 0)
-only if every mutant's run is judged invalid, naming a guarantee it breaks, and the real
-transport's run is valid. A checker that passes a broken transport proves nothing.`,
+		Long: `selftest runs each deliberately broken transport ("mutants", see --list) in its scenario
+(steady, or one made to provoke its bug), and the real transport in each of those scenarios,
+once per seed. It passes
+(exit 0) only if every mutant's run is judged invalid on every seed, naming a guarantee it
+breaks, and every run of the real transport is valid. A checker that passes a broken
+transport proves nothing.
+
+At the end it prints one row per mutant: the guarantees the checker found violated, the
+scenario, the seeds tried and caught, and the median time to detect: from the run's start to
+the completion of the first operation that shows a violation.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			out := c.OutOrStdout()
 			if list {
 				for _, m := range mutant.List() {
-					fmt.Fprintf(out, "%-20s %s\n%-20s must break: %s\n", m.Name, m.Summary, "", strings.Join(m.Guarantees, ", "))
+					fmt.Fprintf(out, "%-20s %s\n%-20s must break: %s (scenario %s)\n", m.Name, m.Summary, "", strings.Join(m.Guarantees, ", "), m.Scenario)
 				}
 				return nil
 			}
-			s, _, err := scenarios.Builtin("steady")
-			if err != nil {
-				return harnessErr(err)
-			}
-			if err := f.apply(c, s); err != nil {
-				return usageErr("%v", err)
+			if seeds < 1 {
+				return usageErr("--seeds %d: want 1 or more", seeds)
 			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			type want struct {
-				transport  string
-				guarantees []string // nil: valid
-			}
-			runs := []want{{transport: "real"}}
+			started := time.Now()
+			// The real transport runs in every scenario a mutant uses: a scenario that the real
+			// transport fails would prove nothing about the mutants.
+			var reals, rows []*selftestRow
 			for _, m := range mutant.List() {
-				runs = append(runs, want{transport: "mutant:" + m.Name, guarantees: m.Guarantees})
+				if !slices.ContainsFunc(reals, func(r *selftestRow) bool { return r.scenario == m.Scenario }) {
+					reals = append(reals, &selftestRow{transport: "real", scenario: m.Scenario})
+				}
+				rows = append(rows, &selftestRow{transport: "mutant:" + m.Name, scenario: m.Scenario, guarantees: m.Guarantees})
 			}
-			failed := 0
-			for _, w := range runs {
-				res, err := scenarios.Run(ctx, s, scenarios.Options{Root: f.out, Seed: f.seed, Transport: w.transport,
-					Console: c.ErrOrStderr(), CheckTimeout: f.checkTimeout, StatusEvery: statusEvery(c),
-					Command: commandLine(s, runFlags{transport: w.transport}, f.seed)})
+			failed, runs := 0, 0
+			for _, row := range slices.Concat(reals, rows) {
+				s, err := selftestScenario(row.scenario)
 				if err != nil {
 					return harnessErr(err)
 				}
-				if ctx.Err() != nil {
-					return &exitError{code: checker.ExitCode(checker.VerdictInconclusive), err: fmt.Errorf("selftest interrupted")}
+				if err := f.apply(c, s); err != nil {
+					return usageErr("%v", err)
 				}
-				ok, why := judgeSelftest(res.Results, w.guarantees)
-				mark := "PASS"
-				if !ok {
-					mark = "FAIL"
-					failed++
+				s.Duration = workload.Duration(f.duration)
+				for i := range seeds {
+					seed := f.seed + uint64(i)
+					res, err := scenarios.Run(ctx, s, scenarios.Options{Root: f.out, Seed: seed, Transport: row.transport,
+						Console: c.ErrOrStderr(), CheckTimeout: f.checkTimeout, StatusEvery: statusEvery(c),
+						Command: selftestCommand(s, row.transport, seed)})
+					if err != nil {
+						return harnessErr(err)
+					}
+					if ctx.Err() != nil {
+						return &exitError{code: checker.ExitCode(checker.VerdictInconclusive), err: fmt.Errorf("selftest interrupted")}
+					}
+					runs++
+					ok, why := row.add(res.Results)
+					mark := "PASS"
+					if !ok {
+						mark = "FAIL"
+						failed++
+					}
+					fmt.Fprintf(out, "%s  %-28s %-13s seed %-4d %-8s %s  (%s)\n", mark, row.transport, row.scenario, seed, res.Results.Verdict, why, res.Dir)
 				}
-				fmt.Fprintf(out, "%s  %-28s %-8s %s  (%s)\n", mark, w.transport, res.Results.Verdict, why, res.Dir)
 			}
+			printSelftestTable(out, rows)
+			fmt.Fprintf(out, "selftest took %s\n", time.Since(started).Round(time.Second))
 			if failed > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("selftest: %d of %d runs did not come out as expected", failed, len(runs))}
+				return &exitError{code: 1, err: fmt.Errorf("selftest: %d of %d runs did not come out as expected", failed, runs)}
 			}
-			fmt.Fprintf(out, "selftest passed: %d mutants caught, the real transport valid\n", len(runs)-1)
+			fmt.Fprintf(out, "selftest passed: %d mutants caught on %d seed(s) each, the real transport valid in %d scenario(s)\n", len(rows), seeds, len(reals))
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&list, "list", false, "list the mutants and what each must break, and exit")
 	c.Flags().StringVar(&f.cluster, "cluster", "", "cluster kind (default embedded)")
-	c.Flags().DurationVar(&f.duration, "duration", 20*time.Second, "how long each run lasts")
-	c.Flags().Uint64Var(&f.seed, "seed", 1, "root seed of every run")
+	c.Flags().DurationVar(&f.duration, "duration", 8*time.Second, "how long each run lasts")
+	c.Flags().Uint64Var(&f.seed, "seed", 1, "seed of each transport's first run; the others use the next seeds")
+	c.Flags().IntVar(&seeds, "seeds", 1, "runs per transport, on seeds --seed, --seed+1, ...")
 	c.Flags().StringVar(&f.out, "out", "runs", "folder of run directories")
 	c.Flags().DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
 	f.count = 1
 	return c
 }
 
-// judgeSelftest says whether res is what the run should give: valid for the real transport;
-// invalid, with at least one of the mutant's guarantees violated, for a mutant.
-func judgeSelftest(res *checker.Results, guarantees []string) (bool, string) {
-	if guarantees == nil {
-		return res.Verdict == checker.VerdictValid, "want valid"
+// selftestScenario returns the scenario name: one made for a mutant, or a built-in one.
+func selftestScenario(name string) (*scenarios.Scenario, error) {
+	if b, ok := mutant.Scenario(name); ok {
+		return scenarios.Parse(name+".yaml", b)
 	}
-	var broke []string
+	s, _, err := scenarios.Builtin(name)
+	return s, err
+}
+
+// selftestCommand is the command that repeats one of selftest's runs. A scenario made for a
+// mutant is not built in: the command names its file in the repository.
+func selftestCommand(s *scenarios.Scenario, transport string, seed uint64) string {
+	cmd := commandLine(s, runFlags{transport: transport}, seed)
+	if _, ok := mutant.Scenario(s.Name); ok {
+		cmd = strings.Replace(cmd, " run "+s.Name+" ", " run transport/mutant/scenarios/"+s.Name+".yaml ", 1)
+	}
+	return cmd
+}
+
+// selftestRow is what selftest learned of one transport over its seeds.
+type selftestRow struct {
+	transport, scenario string
+	guarantees          []string // nil: the real transport, which must be valid
+	tried, caught       int
+	broke               []string        // every guarantee found violated, in the order of checker.Guarantees
+	detect              []time.Duration // per caught run: run start to the first violating operation
+}
+
+// add judges one run's results and records them: a mutant's run must be invalid with at
+// least one of its guarantees violated, the real transport's valid.
+func (r *selftestRow) add(res *checker.Results) (bool, string) {
+	r.tried++
+	ok, why, broke := judgeSelftest(res, r.guarantees)
+	if r.guarantees == nil || !ok {
+		return ok, why
+	}
+	r.caught++
+	first := int64(-1)
+	for _, c := range res.Checks {
+		if slices.Contains(broke, c.Name) {
+			if !slices.Contains(r.broke, c.Name) {
+				r.broke = append(r.broke, c.Name)
+			}
+			if c.FirstAt > 0 && (first < 0 || c.FirstAt < first) {
+				first = c.FirstAt
+			}
+		}
+	}
+	if first >= 0 {
+		r.detect = append(r.detect, time.Duration(first))
+	}
+	return ok, why
+}
+
+// median is the median time to detect, or "-" when no caught run had one.
+func (r *selftestRow) median() string {
+	if len(r.detect) == 0 {
+		return "-"
+	}
+	d := slices.Clone(r.detect)
+	slices.Sort(d)
+	m := d[len(d)/2]
+	if len(d)%2 == 0 {
+		m = (d[len(d)/2-1] + m) / 2
+	}
+	return m.Round(10 * time.Millisecond).String()
+}
+
+func printSelftestTable(out io.Writer, rows []*selftestRow) {
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "MUTANT\tCAUGHT BY\tSCENARIO\tSEEDS\tCAUGHT\tMEDIAN DETECT")
+	for _, r := range rows {
+		broke := strings.Join(r.broke, ", ")
+		if broke == "" {
+			broke = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\n", strings.TrimPrefix(r.transport, "mutant:"), broke, r.scenario, r.tried, r.caught, r.median())
+	}
+	w.Flush()
+}
+
+// judgeSelftest says whether res is what the run should give: valid for the real transport;
+// invalid, with at least one of the mutant's guarantees violated, for a mutant. broke lists
+// every guarantee found violated.
+func judgeSelftest(res *checker.Results, guarantees []string) (ok bool, why string, broke []string) {
 	for _, c := range res.Checks {
 		if c.Verdict == checker.VerdictInvalid && !c.Advisory {
 			broke = append(broke, c.Name)
 		}
 	}
+	if guarantees == nil {
+		return res.Verdict == checker.VerdictValid, "want valid", broke
+	}
 	for _, g := range guarantees {
-		for _, b := range broke {
-			if b == g {
-				return true, "caught: " + strings.Join(broke, ", ")
-			}
+		if slices.Contains(broke, g) {
+			return true, "caught: " + strings.Join(broke, ", "), broke
 		}
 	}
 	if len(broke) == 0 {
-		return false, "want invalid (" + strings.Join(guarantees, " or ") + "): nothing was caught"
+		return false, "want invalid (" + strings.Join(guarantees, " or ") + "): nothing was caught", broke
 	}
-	return false, "want " + strings.Join(guarantees, " or ") + " violated, got " + strings.Join(broke, ", ")
+	return false, "want " + strings.Join(guarantees, " or ") + " violated, got " + strings.Join(broke, ", "), broke
 }

@@ -4,7 +4,9 @@
 package mutant
 
 import (
+	"cmp"
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,7 +23,9 @@ type mutant struct {
 	name, summary string
 	// guarantees the checker must report as violated when this mutant runs under contention.
 	guarantees []string
-	build      func(ctx context.Context, tr *transport.BrokerTransport) (*Transport, error)
+	// scenario is the built-in scenario selftest runs it in; "" is steady.
+	scenario string
+	build    func(ctx context.Context, tr *transport.BrokerTransport) (*Transport, error)
 }
 
 var mutants = []mutant{
@@ -72,6 +76,63 @@ var mutants = []mutant{
 			return m, nil
 		},
 	},
+	{
+		name:       "cached-producer",
+		summary:    "acquires a role by reusing the producer of its first acquire, without a new InitProducerId, so a deposed member that acquires again gets its old token back and fences no one",
+		guarantees: []string{"token-monotonic"},
+		build:      newCachedProducer,
+	},
+	{
+		name:       "process-producer",
+		summary:    "writes every role's leases and work in transactions of one producer per process (a transactional id per process, not per role), which no role's acquire fences, so a deposed holder's writes are accepted",
+		guarantees: []string{"fenced-stale-write", "log-token-order"},
+		build:      newProcessProducer,
+	},
+	{
+		name:       "read-uncommitted",
+		summary:    "reads at read_uncommitted up to the high watermark, so reads return records of open transactions and of fenced holders' aborted ones",
+		guarantees: []string{"read-prefix", "no-zombie-commit"},
+		scenario:   "zombie-reads",
+		build:      newReadUncommitted,
+	},
+	{
+		name:       "drop-last-record",
+		summary:    "leaves the last record out of every read (a scan that stops one short of its end), which only a read of a settled log, after the final read, can tell from an earlier prefix",
+		guarantees: []string{"read-prefix"},
+		build:      newDropLastRecord,
+	},
+	{
+		name:       "local-join-seq",
+		summary:    "returns a join sequence from a counter of its own instead of the offset the broker gave the registration",
+		guarantees: []string{"registration-order"},
+		build:      newLocalJoinSeq,
+	},
+	{
+		name:       "resend-registration",
+		summary:    "appends a registration again when the first append is slow to answer (a 5 ms per-attempt deadline), and the first append lands too: the member is registered twice",
+		guarantees: []string{"registration-order"},
+		build:      newResendRegistration,
+	},
+	{
+		name:       "describe-local",
+		summary:    "answers Describe from this process's own belief (HeldToken) when it holds the role, so a deposed holder that has not noticed yet is reported as the holder",
+		guarantees: []string{"describe-consistent"},
+		scenario:   "zombie-reads",
+		build:      newDescribeLocal,
+	},
+	{
+		name:       "swallow-commit",
+		summary:    "ignores an error of the commit (EndTxn) of a lease or work write, so a write whose transaction was fenced or aborted at commit is reported written",
+		guarantees: []string{"no-lost-write", "fenced-stale-write"},
+		scenario:   "zombie-reads",
+		build:      newSwallowCommit,
+	},
+	{
+		name:       "stamp-current-epoch",
+		summary:    "stamps each lease with the producer's current epoch instead of the minted token; on TV2 every commit bumps it, so the log names holdings that never existed",
+		guarantees: []string{"log-token-order"},
+		build:      newStampCurrentEpoch,
+	},
 }
 
 // describeWindow is how long describe-token's read-back comes after its mint: a slow link's
@@ -84,15 +145,18 @@ const describeWindow = 100 * time.Millisecond
 // Info is a mutant as `fencecheck selftest --list` shows it.
 type Info struct {
 	Name, Summary string
-	// Guarantees are those the checker must find violated.
+	// Guarantees are those the checker must find violated (at least one of them).
 	Guarantees []string
+	// Scenario is the built-in scenario that provokes what the mutant breaks: steady (no
+	// faults, high contention) unless the mutant needs a fault.
+	Scenario string
 }
 
 // List returns every mutant.
 func List() []Info {
 	out := make([]Info, 0, len(mutants))
 	for _, m := range mutants {
-		out = append(out, Info{Name: m.name, Summary: m.summary, Guarantees: slices.Clone(m.guarantees)})
+		out = append(out, Info{Name: m.name, Summary: m.summary, Guarantees: slices.Clone(m.guarantees), Scenario: cmp.Or(m.scenario, "steady")})
 	}
 	return out
 }
@@ -101,9 +165,14 @@ func List() []Info {
 type Transport struct {
 	*transport.BrokerTransport
 	// The replaced calls; nil ones are the real transport's.
-	acquire    func(ctx context.Context, role transport.Role) (transport.FencingToken, error)
-	writeLease func(ctx context.Context, role transport.Role, token transport.FencingToken, lease transport.Lease) error
-	close      func(ctx context.Context) error
+	acquire     func(ctx context.Context, role transport.Role) (transport.FencingToken, error)
+	writeLease  func(ctx context.Context, role transport.Role, token transport.FencingToken, lease transport.Lease) error
+	writeFenced func(ctx context.Context, role transport.Role, token transport.FencingToken, recs ...*kgo.Record) error
+	register    func(ctx context.Context, role transport.Role, member transport.MemberID) (int64, error)
+	describe    func(ctx context.Context, role transport.Role) (transport.FencingToken, bool, error)
+	readRole    func(ctx context.Context, role transport.Role) (transport.RoleRecords, error)
+	readPart    func(ctx context.Context, topic string, partition int32) ([]*kgo.Record, error)
+	close       func(ctx context.Context) error
 }
 
 // AcquireEpoch runs the mutant's acquire, if it breaks that.
@@ -120,6 +189,46 @@ func (m *Transport) WriteLease(ctx context.Context, role transport.Role, token t
 		return m.BrokerTransport.WriteLease(ctx, role, token, lease)
 	}
 	return m.writeLease(ctx, role, token, lease)
+}
+
+// WriteFenced runs the mutant's fenced write, if it breaks that.
+func (m *Transport) WriteFenced(ctx context.Context, role transport.Role, token transport.FencingToken, recs ...*kgo.Record) error {
+	if m.writeFenced == nil {
+		return m.BrokerTransport.WriteFenced(ctx, role, token, recs...)
+	}
+	return m.writeFenced(ctx, role, token, recs...)
+}
+
+// Register runs the mutant's registration, if it breaks that.
+func (m *Transport) Register(ctx context.Context, role transport.Role, member transport.MemberID) (int64, error) {
+	if m.register == nil {
+		return m.BrokerTransport.Register(ctx, role, member)
+	}
+	return m.register(ctx, role, member)
+}
+
+// Describe runs the mutant's describe, if it breaks that.
+func (m *Transport) Describe(ctx context.Context, role transport.Role) (transport.FencingToken, bool, error) {
+	if m.describe == nil {
+		return m.BrokerTransport.Describe(ctx, role)
+	}
+	return m.describe(ctx, role)
+}
+
+// ReadRoleRecords runs the mutant's read of a role, if it breaks that.
+func (m *Transport) ReadRoleRecords(ctx context.Context, role transport.Role) (transport.RoleRecords, error) {
+	if m.readRole == nil {
+		return m.BrokerTransport.ReadRoleRecords(ctx, role)
+	}
+	return m.readRole(ctx, role)
+}
+
+// ReadPartition runs the mutant's read of a partition, if it breaks that.
+func (m *Transport) ReadPartition(ctx context.Context, topic string, partition int32) ([]*kgo.Record, error) {
+	if m.readPart == nil {
+		return m.BrokerTransport.ReadPartition(ctx, topic, partition)
+	}
+	return m.readPart(ctx, topic, partition)
 }
 
 // Close closes what the mutant opened and the transport.
@@ -191,4 +300,15 @@ func newLeaseOutsideTxn(_ context.Context, tr *transport.BrokerTransport) (*Tran
 		return nil
 	}
 	return m, nil
+}
+
+//go:embed scenarios/*.yaml
+var scenarioFiles embed.FS
+
+// Scenario returns the YAML of the scenario named name if it is one of those made for the
+// mutants (not in the catalogue: they exist to provoke one mutant's bug); ok is false for
+// any other name, such as a built-in scenario's.
+func Scenario(name string) (yaml []byte, ok bool) {
+	b, err := scenarioFiles.ReadFile("scenarios/" + name + ".yaml")
+	return b, err == nil
 }
