@@ -52,6 +52,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/internal/kraft"
+	"github.com/fencecheck/fencecheck/cluster/internal/owner"
 	"github.com/fencecheck/fencecheck/cluster/internal/ports"
 )
 
@@ -365,7 +366,7 @@ func newRunner(ctx context.Context, image string, log *slog.Logger) (*runner, er
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	r := &runner{cli: cli, prov: prov, image: image, session: hex.EncodeToString(b[:]), owner: ownerLabel(os.Getpid()), log: log}
+	r := &runner{cli: cli, prov: prov, image: image, session: hex.EncodeToString(b[:]), owner: owner.Self(), log: log}
 	r.idle = sync.NewCond(&r.mu)
 	return r, nil
 }
@@ -416,7 +417,7 @@ func (r *runner) name(what string) string {
 }
 
 func (r *runner) labels() map[string]string {
-	l := map[string]string{labelSession: r.session, labelOwner: r.owner, labelHost: hostLabel()}
+	l := map[string]string{labelSession: r.session, labelOwner: r.owner, labelHost: owner.Host()}
 	if r.ownDir != "" {
 		l[labelDir] = r.ownDir
 	}
@@ -592,17 +593,11 @@ func (r *runner) reapOrphans(ctx context.Context) (reaped []string) {
 		return
 	}
 	for _, c := range res.Items {
-		if c.Labels[labelHost] != hostLabel() {
-			continue // an owner in another pid namespace or boot: its pid says nothing here
-		}
-		owner := c.Labels[labelOwner]
-		pid, _, _ := strings.Cut(owner, "/")
-		n, err := strconv.Atoi(pid)
-		if err != nil || ownerLabel(n) == owner {
-			continue // alive (or not ours to judge)
+		if !owner.Gone(c.Labels[labelOwner], c.Labels[labelHost]) {
+			continue // alive, or in another pid namespace or boot where its pid says nothing
 		}
 		name := strings.TrimPrefix(strings.Join(c.Names, ","), "/")
-		r.log.Info("removing container of a fencecheck process that is gone", "name", name, "owner", owner)
+		r.log.Info("removing container of a fencecheck process that is gone", "name", name, "owner", c.Labels[labelOwner])
 		if _, err := r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err == nil || isNotFound(err) {
 			reaped = append(reaped, name)
 		}
@@ -613,31 +608,6 @@ func (r *runner) reapOrphans(ctx context.Context) (reaped []string) {
 		}
 	}
 	return reaped
-}
-
-// ownerLabel is "<pid>/<start time in clock ticks>" of a live process, so a
-// reused pid does not pass for the owner; "" start time when pid is gone.
-func ownerLabel(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	start := ""
-	if err == nil {
-		// Field 22; the command (field 2) may hold spaces, so count
-		// from the closing parenthesis.
-		if i := strings.LastIndexByte(string(data), ')'); i >= 0 {
-			if f := strings.Fields(string(data[i+1:])); len(f) > 19 {
-				start = f[19]
-			}
-		}
-	}
-	return fmt.Sprintf("%d/%s", pid, start)
-}
-
-// hostLabel names this boot and pid namespace ("<boot id>/<pid ns>"), the
-// scope in which an owner label's pid can be checked.
-func hostLabel() string {
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	ns, _ := os.Readlink("/proc/self/ns/pid")
-	return strings.TrimSpace(string(boot)) + "/" + ns
 }
 
 func isNotFound(err error) bool {
