@@ -208,7 +208,9 @@ func (r *runner) startCluster(ctx context.Context) error {
 	meta.Seed = r.opts.Seed
 	meta.Started = r.started.UTC().Format(time.RFC3339)
 	meta.Promises = r.s.Promises
-	if r.hist, err = history.Create(r.dir.History(), meta, history.WriterOptions{}); err != nil {
+	// Flushed every second: a run killed with SIGKILL keeps all but its last second of
+	// history, which `fencecheck check` can still judge.
+	if r.hist, err = history.Create(r.dir.History(), meta, history.WriterOptions{FlushInterval: time.Second}); err != nil {
 		return err
 	}
 	var faultIDs atomic.Int64
