@@ -8,13 +8,16 @@
 #                                 network interface or folder of the engine is left
 #   docker/engine.sh host         print the DOCKER_HOST value of the engine
 #
-# The engine is this project's alone: its socket, data and state live in $FENCECHECK_DOCKER_DIR
-# (default /tmp/fencecheck-docker), it never touches a system Docker, and it creates no bridge
+# The engine is this checkout's alone: its socket, data and state live in $FENCECHECK_DOCKER_DIR
+# (default /tmp/fencecheck-docker-<12 hex digits of the SHA-256 of the checkout's path>, so two
+# checkouts on one machine run two engines and never stop each other's; cluster/containers
+# derives the same default), it never touches a system Docker, and it creates no bridge
 # network (--bridge=none, no iptables): containers run with host networking on loopback, so no
 # traffic goes to private-range addresses. Needs root (dockerd does).
 set -euo pipefail
 
-DIR="${FENCECHECK_DOCKER_DIR:-/tmp/fencecheck-docker}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd -P)"
+DIR="${FENCECHECK_DOCKER_DIR:-/tmp/fencecheck-docker-$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)}"
 SOCK="$DIR/docker.sock"
 HOST="unix://$SOCK"
 START_TIMEOUT="${FENCECHECK_DOCKER_START_TIMEOUT:-60}"
@@ -24,8 +27,8 @@ say() { echo "engine: $*" >&2; }
 answers() { docker -H "$HOST" version >/dev/null 2>&1; }
 
 # Processes of this engine: dockerd and containerd name files under $DIR/ in their arguments,
-# and the container shims are started with -address under $DIR/. (The slash keeps
-# /tmp/fencecheck-docker from matching another engine's /tmp/fencecheck-docker2.)
+# and the container shims are started with -address under $DIR/. (The slash keeps one
+# checkout's folder from matching another engine's whose name it prefixes.)
 engine_pids() {
   local p cmd
   for p in /proc/[0-9]*; do

@@ -32,6 +32,7 @@ package containers
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -67,9 +68,9 @@ const (
 	// images `make images` builds; the tag is the version.
 	KafkaImageRepo     = "fencecheck/kafka"
 	ToxiproxyImageRepo = "fencecheck/toxiproxy"
-	// EngineSocket is where `make docker-engine` (docker/engine.sh) serves
-	// the project's private Docker engine.
-	EngineSocket = "/tmp/fencecheck-docker/docker.sock"
+	// EnvEngineDir, when set, is the folder of the project's private
+	// Docker engine (docker/engine.sh reads it too).
+	EnvEngineDir = "FENCECHECK_DOCKER_DIR"
 )
 
 // Labels on every container of this backend.
@@ -137,15 +138,69 @@ type Cluster struct {
 
 var _ cluster.Cluster = (*Cluster)(nil)
 
-// UseEngineDefaults points testcontainers-go at the project's engine when
-// DOCKER_HOST is unset and that engine's socket exists, and disables the
-// reaper unless TESTCONTAINERS_RYUK_DISABLED is set. testcontainers-go reads
-// both from the environment once per process, so this must run before its
-// first use; New calls it.
+// EngineDir is the folder of the private Docker engine `make docker-engine`
+// (docker/engine.sh) runs for the checkout at root:
+// /tmp/fencecheck-docker-<the first 12 hex digits of the SHA-256 of root>,
+// root being a path without symbolic links. One engine per checkout: two
+// checkouts testing at once never use, or stop, each other's engine.
+func EngineDir(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return "/tmp/fencecheck-docker-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// DefaultEngineHost is the DOCKER_HOST of the project's engine for this
+// process: the socket in $FENCECHECK_DOCKER_DIR if that is set, else the
+// engine of the checkout that holds the working directory or, failing that,
+// this executable (bin/fencecheck). "" outside any checkout.
+func DefaultEngineHost() string {
+	if d := os.Getenv(EnvEngineDir); d != "" {
+		return "unix://" + filepath.Join(d, "docker.sock")
+	}
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, s := range starts {
+		if root := checkoutRoot(s); root != "" {
+			return "unix://" + filepath.Join(EngineDir(root), "docker.sock")
+		}
+	}
+	return ""
+}
+
+// checkoutRoot returns the nearest folder at or above dir (symbolic links
+// resolved, as engine.sh's pwd -P does) that holds docker/engine.sh, or "".
+func checkoutRoot(dir string) string {
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	for {
+		if fi, err := os.Stat(filepath.Join(dir, "docker", "engine.sh")); err == nil && !fi.IsDir() {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return ""
+		}
+		dir = up
+	}
+}
+
+// UseEngineDefaults points testcontainers-go at the project's engine
+// (DefaultEngineHost) when DOCKER_HOST is unset and that engine's socket
+// exists, and disables the reaper unless TESTCONTAINERS_RYUK_DISABLED is
+// set. testcontainers-go reads both from the environment once per process,
+// so this must run before its first use; New calls it.
 func UseEngineDefaults() {
 	if os.Getenv("DOCKER_HOST") == "" {
-		if _, err := os.Stat(EngineSocket); err == nil {
-			os.Setenv("DOCKER_HOST", "unix://"+EngineSocket)
+		if h := DefaultEngineHost(); h != "" {
+			if _, err := os.Stat(strings.TrimPrefix(h, "unix://")); err == nil {
+				os.Setenv("DOCKER_HOST", h)
+			}
 		}
 	}
 	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
