@@ -64,6 +64,16 @@ install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
 }
 
+# close_fds closes every file descriptor above stderr in this shell (`start` runs in a subshell
+# for it, see the end of this file).
+close_fds() {
+  local fd self=$BASHPID
+  for fd in $(ls "/proc/$self/fd"); do
+    # 255: bash's own copy of this script, closed on exec anyway.
+    [ "$fd" -le 2 ] || [ "$fd" = 255 ] || eval "exec $fd>&-" 2>/dev/null || true
+  done
+}
+
 start() {
   if answers; then
     say "already running at $HOST"
@@ -78,7 +88,9 @@ start() {
   interfaces >"$LINKS_BEFORE"
   say "starting dockerd at $HOST (log $DIR/dockerd.log)"
   # setsid: the daemon must outlive make's shell, and a Ctrl-C in the terminal must not reach it
-  # before `stop` has removed the containers.
+  # before `stop` has removed the containers. close_fds: nor may it keep the caller's open files
+  # (a lock held by `flock LOCK make test`, make's jobserver pipe) for as long as it runs.
+  close_fds
   setsid dockerd \
     --host "$HOST" \
     --data-root "$DIR/data" \
@@ -155,7 +167,7 @@ check_clean() {
 }
 
 case "${1:-}" in
-  start) start ;;
+  start) (start) ;;
   stop) stop ;;
   check-clean) check_clean ;;
   host) echo "$HOST" ;;
