@@ -12,11 +12,14 @@ ENGINE_HOST := $(shell $(ENGINE) host)
 # KEEP_ENGINE=1 leaves the engine running after `make test` (for a quicker next run).
 KEEP_ENGINE ?= 0
 
-.PHONY: all build test test-go lint fuzz bench run selftest test-browser clean docker-engine docker-engine-stop images
+.PHONY: all build test test-go lint fuzz bench run selftest test-browser browser clean docker-engine docker-engine-stop images
 
 all: build
 
+# The first build downloads every module and compiles it, printing little but `go: downloading`:
+# say so first.
 build:
+	@echo "building bin/fencecheck (the first build downloads the Go modules and compiles them; that takes minutes, later builds seconds)"
 	$(GO) build -o bin/fencecheck ./cmd/fencecheck
 
 ## run: the default scenario (steady, on the embedded cluster) with its report in runs/latest/.
@@ -34,22 +37,35 @@ lint:
 	$(GO) vet ./...
 
 ## test: everything CI checks. The local-Kafka tests need the jars (`make kafka`), the
-## containers tests a Docker engine and the images: test starts the project's own engine
-## (installing docker.io if missing; needs root), builds the images, and afterwards stops the
-## engine and checks that nothing of it is left (KEEP_ENGINE=1 keeps it). With
-## FENCECHECK_REQUIRE_KAFKA=1 and FENCECHECK_REQUIRE_DOCKER=1 (set here) a missing install fails
-## instead of skipping. Packages run one at a time (-p 1): scenario runs are timed in leases,
-## and two packages starting JVMs and workloads at once on 2 cores starve each other. Within a
-## package, tests marked parallel run four at a time (-parallel 4): the embedded scenario runs
-## mostly wait on lease timers.
-test: lint kafka
+## containers tests a Docker engine and the images, the report's browser test Chromium: test
+## installs Chromium if missing (`make browser`), starts the project's own engine (installing
+## docker.io if missing; both need root), builds the images, and afterwards stops the engine and
+## checks that nothing of it is left (KEEP_ENGINE=1 keeps it). With FENCECHECK_REQUIRE_KAFKA=1,
+## FENCECHECK_REQUIRE_DOCKER=1 and FENCECHECK_REQUIRE_BROWSER=1 (set here) a missing install
+## fails instead of skipping, so make test runs every test CI runs. Packages run one at a time
+## (-p 1): scenario runs are timed in leases, and two packages starting JVMs and workloads at
+## once on 2 cores starve each other. Within a package, tests marked parallel run four at a time
+## (-parallel 4): the embedded scenario runs mostly wait on lease timers.
+test: lint kafka browser
 	$(MAKE) test-go
 	$(GO) test -race -timeout 10m ./transport/...
 	$(MAKE) fuzz
 
 test-go:
 	KEEP_ENGINE=$(KEEP_ENGINE) docker/with-engine.sh sh -c '$(MAKE) images && \
-	  FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT) ./...'
+	  FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1 \
+	  $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT) ./...'
+
+## browser: Chromium on PATH for the report's browser test (reports/browser_test.go), installed
+## from Debian (apt-get, root) when missing; not root, it fails saying what to install.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "chromium is missing (the report's browser test needs it) and this is not root: install Debian's chromium (apt-get install chromium)"; exit 1; \
+	  fi; \
+	  echo "installing chromium (apt-get; the report's browser test needs it)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@echo "chromium: $$(command -v chromium)"
 
 ## docker-engine: start the project's private Docker engine (docker.io from Debian, no bridge
 ## network; see docker/engine.sh). docker-engine-stop removes it and checks nothing is left.

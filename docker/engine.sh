@@ -8,13 +8,16 @@
 #                                 network interface or folder of the engine is left
 #   docker/engine.sh host         print the DOCKER_HOST value of the engine
 #
-# The engine is this project's alone: its socket, data and state live in $FENCECHECK_DOCKER_DIR
-# (default /tmp/fencecheck-docker), it never touches a system Docker, and it creates no bridge
+# The engine is this checkout's alone: its socket, data and state live in $FENCECHECK_DOCKER_DIR
+# (default /tmp/fencecheck-docker-<12 hex digits of the SHA-256 of the checkout's path>, so two
+# checkouts on one machine run two engines and never stop each other's; cluster/containers
+# derives the same default), it never touches a system Docker, and it creates no bridge
 # network (--bridge=none, no iptables): containers run with host networking on loopback, so no
 # traffic goes to private-range addresses. Needs root (dockerd does).
 set -euo pipefail
 
-DIR="${FENCECHECK_DOCKER_DIR:-/tmp/fencecheck-docker}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd -P)"
+DIR="${FENCECHECK_DOCKER_DIR:-/tmp/fencecheck-docker-$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)}"
 SOCK="$DIR/docker.sock"
 HOST="unix://$SOCK"
 START_TIMEOUT="${FENCECHECK_DOCKER_START_TIMEOUT:-60}"
@@ -24,8 +27,8 @@ say() { echo "engine: $*" >&2; }
 answers() { docker -H "$HOST" version >/dev/null 2>&1; }
 
 # Processes of this engine: dockerd and containerd name files under $DIR/ in their arguments,
-# and the container shims are started with -address under $DIR/. (The slash keeps
-# /tmp/fencecheck-docker from matching another engine's /tmp/fencecheck-docker2.)
+# and the container shims are started with -address under $DIR/. (The slash keeps one
+# checkout's folder from matching another engine's whose name it prefixes.)
 engine_pids() {
   local p cmd
   for p in /proc/[0-9]*; do
@@ -61,6 +64,16 @@ install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
 }
 
+# close_fds closes every file descriptor above stderr in this shell (`start` runs in a subshell
+# for it, see the end of this file).
+close_fds() {
+  local fd self=$BASHPID
+  for fd in $(ls "/proc/$self/fd"); do
+    # 255: bash's own copy of this script, closed on exec anyway.
+    [ "$fd" -le 2 ] || [ "$fd" = 255 ] || eval "exec $fd>&-" 2>/dev/null || true
+  done
+}
+
 start() {
   if answers; then
     say "already running at $HOST"
@@ -75,7 +88,9 @@ start() {
   interfaces >"$LINKS_BEFORE"
   say "starting dockerd at $HOST (log $DIR/dockerd.log)"
   # setsid: the daemon must outlive make's shell, and a Ctrl-C in the terminal must not reach it
-  # before `stop` has removed the containers.
+  # before `stop` has removed the containers. close_fds: nor may it keep the caller's open files
+  # (a lock held by `flock LOCK make test`, make's jobserver pipe) for as long as it runs.
+  close_fds
   setsid dockerd \
     --host "$HOST" \
     --data-root "$DIR/data" \
@@ -152,7 +167,7 @@ check_clean() {
 }
 
 case "${1:-}" in
-  start) start ;;
+  start) (start) ;;
   stop) stop ;;
   check-clean) check_clean ;;
   host) echo "$HOST" ;;

@@ -32,6 +32,7 @@ package containers
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -52,6 +53,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/internal/kraft"
+	"github.com/fencecheck/fencecheck/cluster/internal/owner"
 	"github.com/fencecheck/fencecheck/cluster/internal/ports"
 )
 
@@ -66,9 +68,9 @@ const (
 	// images `make images` builds; the tag is the version.
 	KafkaImageRepo     = "fencecheck/kafka"
 	ToxiproxyImageRepo = "fencecheck/toxiproxy"
-	// EngineSocket is where `make docker-engine` (docker/engine.sh) serves
-	// the project's private Docker engine.
-	EngineSocket = "/tmp/fencecheck-docker/docker.sock"
+	// EnvEngineDir, when set, is the folder of the project's private
+	// Docker engine (docker/engine.sh reads it too).
+	EnvEngineDir = "FENCECHECK_DOCKER_DIR"
 )
 
 // Labels on every container of this backend.
@@ -136,15 +138,69 @@ type Cluster struct {
 
 var _ cluster.Cluster = (*Cluster)(nil)
 
-// UseEngineDefaults points testcontainers-go at the project's engine when
-// DOCKER_HOST is unset and that engine's socket exists, and disables the
-// reaper unless TESTCONTAINERS_RYUK_DISABLED is set. testcontainers-go reads
-// both from the environment once per process, so this must run before its
-// first use; New calls it.
+// EngineDir is the folder of the private Docker engine `make docker-engine`
+// (docker/engine.sh) runs for the checkout at root:
+// /tmp/fencecheck-docker-<the first 12 hex digits of the SHA-256 of root>,
+// root being a path without symbolic links. One engine per checkout: two
+// checkouts testing at once never use, or stop, each other's engine.
+func EngineDir(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return "/tmp/fencecheck-docker-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// DefaultEngineHost is the DOCKER_HOST of the project's engine for this
+// process: the socket in $FENCECHECK_DOCKER_DIR if that is set, else the
+// engine of the checkout that holds the working directory or, failing that,
+// this executable (bin/fencecheck). "" outside any checkout.
+func DefaultEngineHost() string {
+	if d := os.Getenv(EnvEngineDir); d != "" {
+		return "unix://" + filepath.Join(d, "docker.sock")
+	}
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, s := range starts {
+		if root := checkoutRoot(s); root != "" {
+			return "unix://" + filepath.Join(EngineDir(root), "docker.sock")
+		}
+	}
+	return ""
+}
+
+// checkoutRoot returns the nearest folder at or above dir (symbolic links
+// resolved, as engine.sh's pwd -P does) that holds docker/engine.sh, or "".
+func checkoutRoot(dir string) string {
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	for {
+		if fi, err := os.Stat(filepath.Join(dir, "docker", "engine.sh")); err == nil && !fi.IsDir() {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return ""
+		}
+		dir = up
+	}
+}
+
+// UseEngineDefaults points testcontainers-go at the project's engine
+// (DefaultEngineHost) when DOCKER_HOST is unset and that engine's socket
+// exists, and disables the reaper unless TESTCONTAINERS_RYUK_DISABLED is
+// set. testcontainers-go reads both from the environment once per process,
+// so this must run before its first use; New calls it.
 func UseEngineDefaults() {
 	if os.Getenv("DOCKER_HOST") == "" {
-		if _, err := os.Stat(EngineSocket); err == nil {
-			os.Setenv("DOCKER_HOST", "unix://"+EngineSocket)
+		if h := DefaultEngineHost(); h != "" {
+			if _, err := os.Stat(strings.TrimPrefix(h, "unix://")); err == nil {
+				os.Setenv("DOCKER_HOST", h)
+			}
 		}
 	}
 	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
@@ -365,7 +421,7 @@ func newRunner(ctx context.Context, image string, log *slog.Logger) (*runner, er
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	r := &runner{cli: cli, prov: prov, image: image, session: hex.EncodeToString(b[:]), owner: ownerLabel(os.Getpid()), log: log}
+	r := &runner{cli: cli, prov: prov, image: image, session: hex.EncodeToString(b[:]), owner: owner.Self(), log: log}
 	r.idle = sync.NewCond(&r.mu)
 	return r, nil
 }
@@ -416,7 +472,7 @@ func (r *runner) name(what string) string {
 }
 
 func (r *runner) labels() map[string]string {
-	l := map[string]string{labelSession: r.session, labelOwner: r.owner, labelHost: hostLabel()}
+	l := map[string]string{labelSession: r.session, labelOwner: r.owner, labelHost: owner.Host()}
 	if r.ownDir != "" {
 		l[labelDir] = r.ownDir
 	}
@@ -592,17 +648,11 @@ func (r *runner) reapOrphans(ctx context.Context) (reaped []string) {
 		return
 	}
 	for _, c := range res.Items {
-		if c.Labels[labelHost] != hostLabel() {
-			continue // an owner in another pid namespace or boot: its pid says nothing here
-		}
-		owner := c.Labels[labelOwner]
-		pid, _, _ := strings.Cut(owner, "/")
-		n, err := strconv.Atoi(pid)
-		if err != nil || ownerLabel(n) == owner {
-			continue // alive (or not ours to judge)
+		if !owner.Gone(c.Labels[labelOwner], c.Labels[labelHost]) {
+			continue // alive, or in another pid namespace or boot where its pid says nothing
 		}
 		name := strings.TrimPrefix(strings.Join(c.Names, ","), "/")
-		r.log.Info("removing container of a fencecheck process that is gone", "name", name, "owner", owner)
+		r.log.Info("removing container of a fencecheck process that is gone", "name", name, "owner", c.Labels[labelOwner])
 		if _, err := r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err == nil || isNotFound(err) {
 			reaped = append(reaped, name)
 		}
@@ -613,31 +663,6 @@ func (r *runner) reapOrphans(ctx context.Context) (reaped []string) {
 		}
 	}
 	return reaped
-}
-
-// ownerLabel is "<pid>/<start time in clock ticks>" of a live process, so a
-// reused pid does not pass for the owner; "" start time when pid is gone.
-func ownerLabel(pid int) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	start := ""
-	if err == nil {
-		// Field 22; the command (field 2) may hold spaces, so count
-		// from the closing parenthesis.
-		if i := strings.LastIndexByte(string(data), ')'); i >= 0 {
-			if f := strings.Fields(string(data[i+1:])); len(f) > 19 {
-				start = f[19]
-			}
-		}
-	}
-	return fmt.Sprintf("%d/%s", pid, start)
-}
-
-// hostLabel names this boot and pid namespace ("<boot id>/<pid ns>"), the
-// scope in which an owner label's pid can be checked.
-func hostLabel() string {
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	ns, _ := os.Readlink("/proc/self/ns/pid")
-	return strings.TrimSpace(string(boot)) + "/" + ns
 }
 
 func isNotFound(err error) bool {

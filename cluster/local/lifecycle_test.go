@@ -132,6 +132,18 @@ const childEnv = "FENCECHECK_LOCAL_TEST_CHILD"
 // child runs in a subprocess: it starts a 1-broker cluster, prints
 // "READY <tag> <dir>", and then dies the way mode says, without Close.
 func child(mode string) int {
+	if mode == "linger" {
+		// A stand-in for a JVM that outlived its owner (orphans_test.go):
+		// it runs until killed, with a child of its own in its group.
+		sleep := exec.Command("sleep", "3600")
+		if err := sleep.Start(); err != nil {
+			fmt.Println("ERROR", err)
+			return 1
+		}
+		fmt.Println("READY", sleep.Process.Pid)
+		sleep.Wait()
+		return 3
+	}
 	ctx := context.Background()
 	c, err := local.New(ctx, local.Options{Brokers: 1})
 	if err != nil {

@@ -11,10 +11,16 @@
 // JVMs with it; Close kills the groups and removes the data it owns. Kill is
 // SIGKILL, Pause/Resume SIGSTOP/SIGCONT, Restart keeps the data dir. Each
 // broker's stdout and stderr go to <LogsDir>/bN.log.
+//
+// Cleanup after a crash. A temporary cluster folder names its owner (pid
+// and start time); a SIGKILL of the owner leaves the folder, and any JVM
+// that outlived it, to the next New or ReapOrphans, which kill the JVMs of
+// clusters whose owner is gone and remove their folders.
 package local
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -79,6 +85,7 @@ type Options struct {
 // Dir and Processes find its JVMs.
 type Cluster struct {
 	*kraft.Cluster
+	ownDir string // the folder New made, removed by Close; "" if the caller gave one
 }
 
 var _ cluster.Cluster = (*Cluster)(nil)
@@ -131,6 +138,19 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Best effort: what a killed run left must not stop this one.
+	if _, err := reapOrphans(ctx, opts.Logger); err != nil {
+		opts.Logger.Warn("removing what killed fencecheck processes left", "err", err)
+	}
+	var ownDir string
+	if opts.Dir == "" {
+		// Made here, not by kraft, so that it names its owner before any
+		// JVM runs in it.
+		if ownDir, err = makeOwnedDir(); err != nil {
+			return nil, err
+		}
+		opts.Dir = ownDir
+	}
 	kc, err := kraft.New(ctx, kraft.Config{
 		Kind: Kind, Version: home.Version, Brokers: opts.Brokers, TxnVersion: opts.TxnVersion,
 		Dir: opts.Dir, LogsDir: opts.LogsDir, JVMFlags: opts.JVMFlags, Configs: opts.Configs,
@@ -138,9 +158,22 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 		Runner: &execRunner{java: opts.Java, libs: home.Libs(), spawn: newSpawner()},
 	})
 	if err != nil {
+		if ownDir != "" {
+			os.RemoveAll(ownDir)
+		}
 		return nil, err
 	}
-	return &Cluster{kc}, nil
+	return &Cluster{Cluster: kc, ownDir: ownDir}, nil
+}
+
+// Close implements cluster.Cluster: the brokers, the links, then the folder
+// New made.
+func (c *Cluster) Close(ctx context.Context) error {
+	err := c.Cluster.Close(ctx)
+	if c.ownDir != "" {
+		err = errors.Join(err, os.RemoveAll(c.ownDir))
+	}
+	return err
 }
 
 // execRunner starts JVMs as child processes, each in its own process group.

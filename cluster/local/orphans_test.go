@@ -1,0 +1,116 @@
+package local_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/cluster/internal/owner"
+	"github.com/fencecheck/fencecheck/cluster/local"
+)
+
+// lingerJVM starts a process that looks to the reaper like a JVM of the
+// cluster in dir (its command line names the folder and carries the
+// cluster marker), in its own process group as the backend's JVMs are, with
+// a child in that group. It returns the two pids; the test ends both.
+func lingerJVM(t *testing.T, dir string) (leader, member int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-Dfencecheck.cluster=test", "-Djdk.net.hosts.file="+filepath.Join(dir, "b0", "hosts"))
+	cmd.Env = append(os.Environ(), childEnv+"=linger")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }() // collects it, so a killed leader does not stay a zombie
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if _, serr := fmt.Sscanf(line, "READY %d", &member); err != nil || serr != nil {
+		t.Fatalf("linger child: %q, %v %v", line, err, serr)
+	}
+	return cmd.Process.Pid, member
+}
+
+// ownedDir makes a cluster folder in TMPDIR as New would, owned by label.
+func ownedDir(t *testing.T, name, label string) string {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), "fencecheck-kafka-"+name)
+	if err := os.MkdirAll(filepath.Join(dir, "b0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if label != "" {
+		if err := os.WriteFile(filepath.Join(dir, "fencecheck-owner"), []byte(label+"\n"+owner.Host()+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// deadOwner returns the owner label of a process that has exited.
+func deadOwner(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	label := owner.Label(cmd.Process.Pid) // taken while it runs (or just ran): its start time
+	cmd.Wait()
+	if !strings.Contains(label, "/") || strings.HasSuffix(label, "/") {
+		label = fmt.Sprintf("%d/1", cmd.Process.Pid) // exited before it could be read
+	}
+	return label
+}
+
+// TestReapOrphans: the folder of a cluster whose owner is gone is removed
+// after every JVM in it (and the rest of their process groups) is killed;
+// the folder and JVM of a live owner, and a folder with no owner file (one a
+// user gave), are left alone. No Kafka needed.
+func TestReapOrphans(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir()) // this test's orphans only, not another run's on this machine
+	orphan := ownedDir(t, "orphan", deadOwner(t))
+	live := ownedDir(t, "live", owner.Self())
+	given := ownedDir(t, "given", "")
+	oLeader, oMember := lingerJVM(t, orphan)
+	lLeader, _ := lingerJVM(t, live)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reaped, err := local.ReapOrphans(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(reaped, []string{orphan}) {
+		t.Errorf("reaped %v, want only %s", reaped, orphan)
+	}
+	for _, pid := range []int{oLeader, oMember} {
+		if !owner.Exited(pid) {
+			t.Errorf("pid %d of the orphaned cluster still runs", pid)
+		}
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Errorf("orphaned folder %s still there (%v)", orphan, err)
+	}
+	if owner.Exited(lLeader) {
+		t.Errorf("the JVM of a live owner's cluster (pid %d) was killed", lLeader)
+	}
+	for _, d := range []string{live, given} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("folder %s was removed: %v", d, err)
+		}
+	}
+}
