@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,9 @@ type Options struct {
 	Root string
 	// Seed is the run's root seed; 0 picks one at random (printed and stored).
 	Seed uint64
-	// Command is the command line that repeats the run, stored in run.json and the report.
+	// Command is the command line that repeats the run, without its seed: Run appends
+	// "--seed N" with the seed it runs with (picked here when Seed is 0), so the command stored
+	// in run.json, the report and junit.xml repeats the run. Empty: none is stored.
 	Command string
 	// Console receives one line per phase, and the status line (StatusEvery). Default: discard.
 	Console io.Writer
@@ -78,6 +81,9 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	}
 	if opts.Seed == 0 {
 		opts.Seed = randomSeed()
+	}
+	if opts.Command != "" {
+		opts.Command += " --seed " + strconv.FormatUint(opts.Seed, 10)
 	}
 	if err := s.Supports(s.Cluster.Kind); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrScenario, err)

@@ -76,7 +76,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			worst := checker.VerdictValid
-			for _, s := range list {
+			for j, s := range list {
 				for i := 0; i < f.count; i++ {
 					seed := f.seed
 					if seed != 0 {
@@ -85,7 +85,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 					out, err := scenarios.Run(ctx, s, scenarios.Options{
 						Root: f.out, Seed: seed, Console: c.OutOrStdout(), CheckTimeout: f.checkTimeout,
 						StatusEvery: statusEvery(c), Live: isTerminal(c), Transport: f.transport,
-						Command: commandLine(s, f, seed),
+						Command: commandLine(args[j], s, f),
 					})
 					if err != nil {
 						if errors.Is(err, scenarios.ErrScenario) {
@@ -168,9 +168,11 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 	return s.Supports(s.Cluster.Kind)
 }
 
-// commandLine is the command that repeats one run: the scenario, its seed and every flag set.
-func commandLine(s *scenarios.Scenario, f runFlags, seed uint64) string {
-	parts := []string{"fencecheck", "run", s.Name, "--seed", fmt.Sprint(seed)}
+// commandLine is the command that repeats one run of scenario s, given as arg (a built-in name
+// or a file): every flag that shapes the run, but not the seed, which scenarios.Run appends
+// once it knows it (it picks one when --seed was not given).
+func commandLine(arg string, s *scenarios.Scenario, f runFlags) string {
+	parts := []string{"fencecheck", "run", arg}
 	add := func(flag string, v any, set bool) {
 		if set {
 			parts = append(parts, flag, fmt.Sprint(v))

@@ -56,7 +56,7 @@ transport's run is valid. A checker that passes a broken transport proves nothin
 			for _, w := range runs {
 				res, err := scenarios.Run(ctx, s, scenarios.Options{Root: f.out, Seed: f.seed, Transport: w.transport,
 					Console: c.ErrOrStderr(), CheckTimeout: f.checkTimeout, StatusEvery: statusEvery(c),
-					Command: commandLine(s, runFlags{transport: w.transport}, f.seed)})
+					Command: commandLine(s.Name, s, runFlags{transport: w.transport})})
 				if err != nil {
 					return harnessErr(err)
 				}
