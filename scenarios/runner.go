@@ -361,44 +361,19 @@ func (r *runner) cleanup(ctx context.Context) {
 	}
 }
 
-// check judges the history and writes results.json, the visualizations, report.html and
-// junit.xml.
+// check writes run.json once more (it says whether the run was interrupted, which Check
+// reads), then judges the history and writes results.json, the visualizations, report.html
+// and junit.xml (Check).
 func (r *runner) check(ctx context.Context) {
 	var res *checker.Results
 	_ = r.phase("check", func() error {
-		h, histErr := history.ReadFile(r.dir.History())
-		if histErr != nil {
-			if r.hist != nil { // a history that was opened must be readable; none is the earlier failure's
-				r.harness = append(r.harness, histErr)
-			}
-			res = &checker.Results{Format: checker.ResultsFormat, Verdict: checker.VerdictError}
-		} else {
-			var err error
-			res, err = checker.Check(ctx, h, checker.Options{Timeout: r.opts.CheckTimeout,
-				Visualize: checker.DirVisualizer(r.dir.Linear()), Logger: r.log.With("component", "checker")})
-			if err != nil {
-				r.harness = append(r.harness, err)
-				res = &checker.Results{Format: checker.ResultsFormat, Verdict: checker.VerdictError, Run: h.Meta}
-			}
-		}
-		if err := errors.Join(r.harness...); err != nil {
-			res.SetHarnessError(err)
-		}
-		if r.out.Interrupted {
-			res.Verdict = checker.Worst(res.Verdict, checker.VerdictInconclusive)
-			if res.Error == "" {
-				res.Error = "interrupted before the scenario's duration"
-			}
-		}
-		res.ExitCode = checker.ExitCode(res.Verdict)
-		if err := res.WriteFile(r.dir.Results()); err != nil {
-			return err
-		}
 		if err := r.writeRunInfo(r.out.Interrupted); err != nil {
-			return err
+			r.harness = append(r.harness, err)
 		}
-		info, _ := r.dir.ReadRunInfo()
-		return r.dir.Write(info, res, h, histErr)
+		var err error
+		res, err = Check(ctx, r.dir, CheckOptions{Timeout: r.opts.CheckTimeout, Logger: r.log.With("component", "checker"),
+			Harness: r.harness, NoHistory: r.hist == nil})
+		return err
 	})
 	r.out.Results = res
 	if res != nil {

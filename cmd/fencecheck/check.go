@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
-	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/reports"
+	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/spf13/cobra"
 )
 
@@ -29,7 +26,7 @@ for example runs/latest. The exit code is the run's verdict.`,
 			if _, err := os.Stat(dir.History()); err != nil {
 				return usageErr("%s is not a run directory: %v", args[0], err)
 			}
-			res, err := checkDir(c.Context(), dir, checker.Options{Timeout: timeout, Logger: slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))})
+			res, err := scenarios.Check(c.Context(), dir, scenarios.CheckOptions{Timeout: timeout, Logger: slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))})
 			if err != nil {
 				return harnessErr(err)
 			}
@@ -40,31 +37,6 @@ for example runs/latest. The exit code is the run's verdict.`,
 	}
 	c.Flags().DurationVar(&timeout, "timeout", checker.DefaultTimeout, "bound of each role's linearizability search (a search that runs out is unknown, never valid)")
 	return c
-}
-
-// checkDir checks a run directory's history and writes results.json, the porcupine
-// visualizations of failing roles, report.html and junit.xml.
-func checkDir(ctx context.Context, dir reports.Dir, opts checker.Options) (*checker.Results, error) {
-	info, err := dir.ReadRunInfo()
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	h, err := history.ReadFile(dir.History())
-	if err != nil {
-		return nil, err
-	}
-	opts.Visualize = checker.DirVisualizer(dir.Linear())
-	res, err := checker.Check(ctx, h, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := res.WriteFile(dir.Results()); err != nil {
-		return nil, err
-	}
-	if err := dir.Write(info, res, h, nil); err != nil {
-		return res, err
-	}
-	return res, nil
 }
 
 func printFailures(c *cobra.Command, res *checker.Results) {
