@@ -21,6 +21,7 @@ const (
 	junitFile   = "junit.xml"
 	linearDir   = "linear"
 	logsDir     = "logs"
+	harnessLog  = "harness.log" // in logsDir, next to the brokers' logs
 	latestLink  = "latest"
 )
 
@@ -35,6 +36,10 @@ func (d Dir) Report() string  { return filepath.Join(string(d), reportFile) }
 func (d Dir) JUnit() string   { return filepath.Join(string(d), junitFile) }
 func (d Dir) Linear() string  { return filepath.Join(string(d), linearDir) }
 func (d Dir) Logs() string    { return filepath.Join(string(d), logsDir) }
+
+// HarnessLog is the path of the harness's own log (phases, faults, the workload's warnings),
+// inside Logs.
+func (d Dir) HarnessLog() string { return filepath.Join(string(d), logsDir, harnessLog) }
 
 // LinearName is the path, relative to the run directory, of the porcupine visualization of
 // a role (the checker's DirVisualizer writes Linear()/<safe name>.html).

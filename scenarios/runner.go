@@ -101,7 +101,7 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 		return nil, err
 	}
 	r := &runner{s: s, opts: opts, dir: dir, started: started, start: start, out: &Outcome{Dir: dir, Seed: opts.Seed}}
-	logFile, err := os.Create(dir.Logs() + "/harness.log")
+	logFile, err := os.Create(dir.HarnessLog())
 	if err != nil {
 		return nil, fmt.Errorf("harness log: %w", err)
 	}
