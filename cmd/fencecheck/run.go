@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/fencecheck/fencecheck/cluster/containers"
 	"os"
 	"os/signal"
 	"strings"
@@ -11,9 +10,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
-	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/scenarios"
-	"github.com/fencecheck/fencecheck/workload"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -112,7 +109,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.IntVar(&f.txnVersion, "txn-version", 0, "transaction.version of the cluster: 1 or 2 (default: the scenario's)")
 	fl.StringVar(&f.kafkaVersion, "kafka-version", "", "Kafka release for a local cluster (default: what make kafka fetched)")
 	fl.StringVar(&f.kafkaImage, "kafka-image", "", "broker image of a containers cluster (default fencecheck/kafka:<version>, built by make images; or e.g. apache/kafka:4.1.2)")
-	fl.StringVar(&f.toxiImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process; e.g. fencecheck/toxiproxy:"+containers.ToxiproxyVersion+")")
+	fl.StringVar(&f.toxiImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process; e.g. fencecheck/toxiproxy:"+scenarios.ToxiproxyVersion+")")
 	fl.StringVar(&f.bootstrap, "bootstrap", "", "seed brokers of an external cluster, host:port[,host:port...]")
 	fl.StringVar(&f.toxiproxyAPI, "toxiproxy-api", "", "toxiproxy API of an external cluster's links, host:port (default: toxiproxy in this process)")
 	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
@@ -151,7 +148,7 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 		s.Cluster.ToxiproxyAPI = f.toxiproxyAPI
 	}
 	if set("duration") {
-		s.Duration = workload.Duration(f.duration)
+		s.Duration = scenarios.Duration(f.duration)
 	}
 	if set("processes") {
 		s.Workload.Processes = f.processes
@@ -254,7 +251,7 @@ func newFaultsCmd() *cobra.Command {
 		Short: "List every fault with a one-line description",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			for _, f := range nemesis.Faults() {
+			for _, f := range scenarios.Faults() {
 				fmt.Fprintf(c.OutOrStdout(), "%-18s %s\n", f.Name, f.Description)
 			}
 			return nil

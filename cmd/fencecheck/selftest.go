@@ -10,7 +10,6 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/scenarios"
-	"github.com/fencecheck/fencecheck/transport/mutant"
 	"github.com/spf13/cobra"
 )
 
@@ -30,7 +29,7 @@ transport's run is valid. A checker that passes a broken transport proves nothin
 		RunE: func(c *cobra.Command, _ []string) error {
 			out := c.OutOrStdout()
 			if list {
-				for _, m := range mutant.List() {
+				for _, m := range scenarios.Mutants() {
 					fmt.Fprintf(out, "%-20s %s\n%-20s must break: %s\n", m.Name, m.Summary, "", strings.Join(m.Guarantees, ", "))
 				}
 				return nil
@@ -49,7 +48,7 @@ transport's run is valid. A checker that passes a broken transport proves nothin
 				guarantees []string // nil: valid
 			}
 			runs := []want{{transport: "real"}}
-			for _, m := range mutant.List() {
+			for _, m := range scenarios.Mutants() {
 				runs = append(runs, want{transport: "mutant:" + m.Name, guarantees: m.Guarantees})
 			}
 			failed := 0
