@@ -295,25 +295,41 @@ func (r *runner) statusLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		st := r.wl.Stats()
-		line := fmt.Sprintf("  %v/%v  %.0f ops/s  holders %d  handoffs %d  fences %d", st.Elapsed.Round(time.Second),
-			r.s.Duration.D(), st.OpsPerSecond, st.Holders, st.Handoffs, st.Fences)
+		var faults []string // nil: the run has no nemesis
 		if r.nem != nil {
-			var faults []string
+			faults = []string{}
 			for _, a := range r.nem.Active() {
 				faults = append(faults, a.String())
 			}
-			if len(faults) == 0 {
-				faults = []string{"none"}
-			}
-			line += "  faults: " + strings.Join(faults, ", ")
 		}
+		line := statusLine(r.wl.Stats(), r.s.Workload.Roles, r.s.Duration.D(), faults)
 		if r.opts.Live {
 			fmt.Fprint(r.opts.Console, "\r\033[K"+line)
 		} else {
 			fmt.Fprintln(r.opts.Console, line)
 		}
 	}
+}
+
+// statusLine is the line shown while the workload runs: progress, load, the roles held (a
+// role is held when a member believes it holds it; when more members believe than roles are
+// held, a deposed holder has not noticed yet, and the line says how many believe), handoffs,
+// fences, and the active faults unless faults is nil (no nemesis).
+func statusLine(st workload.Stats, roles int, duration time.Duration, faults []string) string {
+	line := fmt.Sprintf("  %v/%v  %.0f ops/s  roles held %d/%d", st.Elapsed.Round(time.Second), duration,
+		st.OpsPerSecond, st.RolesHeld, roles)
+	if st.Holders != st.RolesHeld {
+		line += fmt.Sprintf(" (%d members believe they hold)", st.Holders)
+	}
+	line += fmt.Sprintf("  handoffs %d  fences %d", st.Handoffs, st.Fences)
+	switch {
+	case faults == nil:
+	case len(faults) == 0:
+		line += "  faults: none"
+	default:
+		line += "  faults: " + strings.Join(faults, ", ")
+	}
+	return line
 }
 
 // cleanup heals every fault, waits for health, performs the final reads, stops the workload

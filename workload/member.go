@@ -181,7 +181,6 @@ func (m *member) setHolding(tok transport.FencingToken) {
 		Token: historyToken(tok), Since: time.Duration(m.w.rec.now()),
 	}
 	m.mu.Unlock()
-	m.w.rec.stats.holders.Add(1)
 }
 
 func (m *member) renewed(writtenAt time.Time) {
@@ -194,7 +193,6 @@ func (m *member) clearHolding() {
 	m.mu.Lock()
 	m.held = false
 	m.mu.Unlock()
-	m.w.rec.stats.holders.Add(-1)
 }
 
 // holding returns the member's view of its holding, if it holds.

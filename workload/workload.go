@@ -390,7 +390,16 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) {
 }
 
 // Stats returns a snapshot of the run's counters.
-func (wl *Workload) Stats() Stats { return wl.rec.stats.snapshot(wl.rec.now()) }
+func (wl *Workload) Stats() Stats {
+	s := wl.rec.stats.snapshot(wl.rec.now())
+	held := map[string]bool{}
+	for _, h := range wl.Holders() {
+		held[h.Role] = true
+		s.Holders++
+	}
+	s.RolesHeld = len(held)
+	return s
+}
 
 // Holders lists the members that believe they hold their role now, in member order.
 func (wl *Workload) Holders() []Holding {
