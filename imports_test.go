@@ -21,6 +21,8 @@ var forbidden = []struct {
 	{pkg: "transport/transporttest", forbidden: []string{"cluster/local", "cluster/containers", "cluster/external",
 		"workload", "nemesis", "checker/...", "scenarios", "reports"}},
 	{pkg: "checker/history", forbidden: []string{"..."}, allowed: []string{"checker/history"}},
+	// units is a leaf the workload, the nemesis and the scenarios share (Duration).
+	{pkg: "internal/units", forbidden: []string{"..."}, allowed: []string{"internal/units"}},
 	{pkg: "cluster/...", forbidden: []string{"transport/...", "workload", "nemesis", "checker/...", "scenarios", "reports"}},
 	{pkg: "workload/...", forbidden: []string{"nemesis/...", "checker", "checker/model", "scenarios", "reports"}},
 	{pkg: "nemesis/...", forbidden: []string{"transport/...", "workload/...", "checker", "checker/model", "scenarios", "reports"}},

@@ -3,9 +3,9 @@ package scenarios
 import (
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/containers"
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/transport/mutant"
-	"github.com/fencecheck/fencecheck/workload"
 )
 
 // What the command line shows of the packages a run is composed of. The CLI only wires flags
@@ -27,4 +27,4 @@ func ProcessName(n int) string { return cluster.ProcessName(n) }
 const ToxiproxyVersion = containers.ToxiproxyVersion
 
 // Duration is how scenario files write durations ("40s", "250ms").
-type Duration = workload.Duration
+type Duration = units.Duration

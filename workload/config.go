@@ -8,33 +8,15 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/units"
 )
 
 // ErrConfig marks a Config that Validate rejects. The error names the field.
 var ErrConfig = errors.New("invalid workload config")
 
-// Duration is a time.Duration that reads and writes as text ("1.5s", "300ms"), so a Config
-// embeds in JSON and YAML scenarios as people write durations.
-type Duration time.Duration
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// String formats d as time.Duration does.
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// MarshalText encodes d as time.Duration's String.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// UnmarshalText decodes anything time.ParseDuration accepts.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration is the duration of scenario files, shared with the nemesis: a string with a unit
+// ("1.5s"); a bare number is refused.
+type Duration = units.Duration
 
 // Config is the workload of a run as plain data: how many processes, roles and members, the
 // lease, the topics, and the load (rates and mix). Start from a preset (Preset) and change
