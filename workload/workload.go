@@ -124,7 +124,8 @@ func WithoutPauseWindows() Option { return optionFunc(func(o *options) { o.noPau
 // New validates cfg, checks that the file-descriptor limit can hold cfg.Processes, starts
 // one transport per process (each dialing through its own links from c), creates the
 // coordination and work topics, and lays out the members and readers. It records nothing;
-// Run does. On error nothing is left running.
+// Run does. On error nothing is left running. It logs to log as given: the caller names the
+// component and the run (seed included).
 func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, log *slog.Logger, seed uint64, opts ...Option) (_ *Workload, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, 
 	}
 
 	wl := &Workload{
-		cfg: cfg, cl: c, log: log.With("seed", seed), seed: seed, faultID: o.faultIDs, pauseWindows: !o.noPauseRecs,
+		cfg: cfg, cl: c, log: log, seed: seed, faultID: o.faultIDs, pauseWindows: !o.noPauseRecs,
 		startTransport: o.startTr,
 		workTopic:      cfg.workTopic(), stopping: make(chan struct{}),
 	}
