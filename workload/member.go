@@ -177,7 +177,7 @@ func (m *member) setHolding(tok transport.FencingToken) {
 	m.mu.Lock()
 	m.held = true
 	m.view = Holding{
-		Process: m.proc.name, Role: m.role, Member: m.id,
+		Process: m.proc.n, Role: m.role, Member: m.id,
 		Token: historyToken(tok), Since: time.Duration(m.w.rec.now()),
 	}
 	m.mu.Unlock()
@@ -249,7 +249,10 @@ func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 
 // Holding is a member's own view of a role it holds.
 type Holding struct {
-	Process, Role, Member string
+	// Process is the number (1-based) of the member's process, as the cluster's links and the
+	// nemesis number processes; cluster.ProcessName names it.
+	Process      int
+	Role, Member string
 	// Token is the token the member minted.
 	Token history.Token
 	// Since is the history time the member started holding (its acquire returned).

@@ -53,6 +53,7 @@ type Workload struct {
 
 // process is one transport instance and the commit gate in its dial path.
 type process struct {
+	n    int    // 1-based, as the cluster's links number processes
 	name string // "p3"
 	tr   Transport
 	gate *commitGate
@@ -170,7 +171,7 @@ func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, 
 		}
 	}()
 	began := time.Now()
-	if err := wl.startProcesses(ctx, info); err != nil {
+	if err := wl.startProcesses(ctx); err != nil {
 		return nil, err
 	}
 	if err := wl.createTopics(ctx); err != nil {
@@ -183,7 +184,7 @@ func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, 
 }
 
 // startProcesses starts the transports, startConcurrency at a time.
-func (wl *Workload) startProcesses(ctx context.Context, info cluster.Info) error {
+func (wl *Workload) startProcesses(ctx context.Context) error {
 	cfg := wl.cfg
 	wl.procs = make([]*process, cfg.Processes)
 	sem := make(chan struct{}, startConcurrency)
@@ -194,21 +195,14 @@ func (wl *Workload) startProcesses(ctx context.Context, info cluster.Info) error
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			n := i + 1
-			p := &process{name: cluster.ProcessName(n), gate: &commitGate{arms: map[string]*gateArm{}, fire: wl.freeze}}
+			p := &process{n: n, name: cluster.ProcessName(n), gate: &commitGate{arms: map[string]*gateArm{}, fire: wl.freeze}}
 			dial, err := wl.cl.Links(ctx, n)
 			if err != nil {
 				errs[i] = fmt.Errorf("links of %s: %w", p.name, err)
 				return
 			}
-			tc := transport.NewConfig(strings.Join(wl.cl.Bootstrap(), ","), cfg.Lease.D())
-			tc.ClientID = "fencecheck-" + p.name
-			tc.Topic = cfg.topic()
-			tc.RequestTimeout = cfg.RequestTimeout.D()
-			tc.TopicPartitions = cfg.TopicPartitions
-			tc.TopicReplication = cfg.replication(info.Brokers)
-			tc.TransactionVersion = cfg.TransactionVersion
+			tc := wl.transportConfig(p.name)
 			tc.Dial = p.gate.dial(dial)
-			tc.Logger = wl.log.With("process", p.name)
 			if p.tr, err = wl.startTransport(ctx, tc); err != nil {
 				errs[i] = fmt.Errorf("start %s: %w", p.name, err)
 				return
@@ -218,6 +212,21 @@ func (wl *Workload) startProcesses(ctx context.Context, info cluster.Info) error
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// transportConfig is the transport configuration of process (a process of the run, or the
+// final reads): on the cluster's bootstrap addresses, dialing them directly until the caller
+// sets Dial.
+func (wl *Workload) transportConfig(process string) transport.Config {
+	tc := transport.NewConfig(strings.Join(wl.cl.Bootstrap(), ","), wl.cfg.Lease.D())
+	tc.ClientID = "fencecheck-" + process
+	tc.Topic = wl.cfg.topic()
+	tc.RequestTimeout = wl.cfg.RequestTimeout.D()
+	tc.TopicPartitions = wl.cfg.TopicPartitions
+	tc.TopicReplication = wl.cfg.replication(wl.cl.Info().Brokers)
+	tc.TransactionVersion = wl.cfg.TransactionVersion
+	tc.Logger = wl.log.With("process", process)
+	return tc
 }
 
 // createTopics creates the coordination and work topics through the first process and
