@@ -25,6 +25,9 @@ const (
 	latestLink  = "latest"
 )
 
+// DefaultRoot is the folder of run directories when none is given.
+const DefaultRoot = "runs"
+
 // Dir is one run's directory: runs/<scenario>/<UTC time>-<seed>/.
 type Dir string
 

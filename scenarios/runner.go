@@ -29,7 +29,7 @@ import (
 
 // Options configure one run of a scenario.
 type Options struct {
-	// Root is the folder of run directories. Default "runs".
+	// Root is the folder of run directories. Default reports.DefaultRoot ("runs").
 	Root string
 	// Seed is the run's root seed; 0 picks one at random (printed and stored).
 	Seed uint64
@@ -74,7 +74,7 @@ const (
 // the results (verdict error).
 func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err error) {
 	if opts.Root == "" {
-		opts.Root = "runs"
+		opts.Root = reports.DefaultRoot
 	}
 	if opts.Console == nil {
 		opts.Console = io.Discard

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/reports"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -105,7 +106,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.Uint64Var(&f.seed, "seed", 0, "root seed of every choice; 0 picks one at random (printed and stored)")
 	fl.DurationVar(&f.duration, "duration", 0, "how long the workload runs (default: the scenario's)")
 	fl.IntVar(&f.count, "count", 1, "run each scenario up to N times, stopping at the first invalid run")
-	fl.StringVar(&f.out, "out", "runs", "folder of run directories")
+	fl.StringVar(&f.out, "out", reports.DefaultRoot, "folder of run directories")
 	fl.IntVar(&f.txnVersion, "txn-version", 0, "transaction.version of the cluster: 1 or 2 (default: the scenario's)")
 	fl.StringVar(&f.kafkaVersion, "kafka-version", "", "Kafka release for a local cluster (default: what make kafka fetched)")
 	fl.StringVar(&f.kafkaImage, "kafka-image", "", "broker image of a containers cluster (default fencecheck/kafka:<version>, built by make images; or e.g. apache/kafka:4.1.2)")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/reports"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/spf13/cobra"
 )
@@ -81,7 +82,7 @@ transport's run is valid. A checker that passes a broken transport proves nothin
 	c.Flags().StringVar(&f.cluster, "cluster", "", "cluster kind (default embedded)")
 	c.Flags().DurationVar(&f.duration, "duration", 20*time.Second, "how long each run lasts")
 	c.Flags().Uint64Var(&f.seed, "seed", 1, "root seed of every run")
-	c.Flags().StringVar(&f.out, "out", "runs", "folder of run directories")
+	c.Flags().StringVar(&f.out, "out", reports.DefaultRoot, "folder of run directories")
 	c.Flags().DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
 	f.count = 1
 	return c
