@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
@@ -33,15 +34,15 @@ type CheckOptions struct {
 // failures and, when run.json says so, the interruption, and writes results.json, the
 // porcupine visualizations of failing roles, report.html and junit.xml. So a stored run
 // re-checked comes out as the run did. A history that cannot be read, or a checker that
-// refuses it, gives results with the error verdict, written like any other. The error is
-// non-nil only when run.json cannot be read (a missing one is tolerated) or something cannot
-// be written; the results are returned whenever they exist.
+// refuses it, or a run.json that cannot be read (a missing one is tolerated), gives results
+// with the error verdict, written like any other. The error is non-nil only when something
+// cannot be written; the results are always returned.
 func Check(ctx context.Context, dir reports.Dir, opts CheckOptions) (*checker.Results, error) {
+	harness := slices.Clone(opts.Harness)
 	info, err := dir.ReadRunInfo()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+		harness = append(harness, err) // judged all the same, without what run.json says
 	}
-	harness := opts.Harness
 	var res *checker.Results
 	h, histErr := history.ReadFile(dir.History())
 	if histErr != nil {

@@ -100,3 +100,19 @@ func TestCheckUnreadableHistory(t *testing.T) {
 		t.Fatalf("verdict %s, error %q; want error with only the cluster's reason", res.Verdict, res.Error)
 	}
 }
+
+// TestCheckUnreadableRunInfo: a damaged run.json still gives results (the error verdict, naming
+// it), never none.
+func TestCheckUnreadableRunInfo(t *testing.T) {
+	dir := storedRun(t, false)
+	if err := os.WriteFile(dir.RunJSON(), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := scenarios.Check(context.Background(), dir, scenarios.CheckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res == nil || res.Verdict != checker.VerdictError || !strings.Contains(res.Error, "run.json") {
+		t.Fatalf("results %+v, want the error verdict naming run.json", res)
+	}
+}
