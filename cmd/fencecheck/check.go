@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -32,6 +33,9 @@ for example runs/latest. The exit code is the run's verdict.`,
 			}
 			fmt.Fprintf(c.OutOrStdout(), "%s: %s (exit %d)\n", dir, res.Verdict, res.ExitCode)
 			printFailures(c, res)
+			if res.Verdict == checker.VerdictError && res.Error != "" {
+				return harnessErr(errors.New(res.Error)) // say why, not only the exit code
+			}
 			return verdictExit(res.Verdict)
 		},
 	}
