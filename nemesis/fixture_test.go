@@ -15,6 +15,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/transport"
 )
@@ -350,5 +351,5 @@ func (f *fixture) peerLinks() map[[2]int32]*cluster.Link {
 	return peer
 }
 
-func ms(n int) nemesis.Duration  { return nemesis.Duration(time.Duration(n) * time.Millisecond) }
-func sec(n int) nemesis.Duration { return nemesis.Duration(time.Duration(n) * time.Second) }
+func ms(n int) units.Duration  { return units.Duration(time.Duration(n) * time.Millisecond) }
+func sec(n int) units.Duration { return units.Duration(time.Duration(n) * time.Second) }

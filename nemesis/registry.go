@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/units"
 )
 
 // Info is a registered fault as the CLI lists it ("fencecheck faults list").
@@ -37,7 +38,7 @@ type definition struct {
 	event bool
 	// sustained faults need a For in a script; defaultFor, when set, supplies one instead.
 	sustained  bool
-	defaultFor func(env *Env) Duration
+	defaultFor func(env *Env) units.Duration
 	defaults   Spec // target and parameter defaults
 	// check validates what Validate cannot check field by field; s has its defaults.
 	check func(s Spec) error
@@ -84,7 +85,7 @@ var registry = []*definition{
 		uses:      linkUses,
 		sustained: true,
 		params:    []string{"latency", "jitter", "direction", "toxicity"},
-		defaults:  withParams(toxicSpec, Params{Latency: Duration(500 * time.Millisecond), Direction: DirDownstream, Toxicity: 1}),
+		defaults:  withParams(toxicSpec, Params{Latency: units.Duration(500 * time.Millisecond), Direction: DirDownstream, Toxicity: 1}),
 		build:     newToxicFault("latency"),
 	},
 	{
@@ -111,7 +112,7 @@ var registry = []*definition{
 		uses:      linkUses,
 		sustained: true,
 		params:    []string{"slice_size", "slice_variation", "slice_delay", "direction", "toxicity"},
-		defaults:  withParams(toxicSpec, Params{SliceSize: 8, SliceVariation: 4, SliceDelay: Duration(10 * time.Millisecond), Direction: DirDownstream, Toxicity: 1}),
+		defaults:  withParams(toxicSpec, Params{SliceSize: 8, SliceVariation: 4, SliceDelay: units.Duration(10 * time.Millisecond), Direction: DirDownstream, Toxicity: 1}),
 		check: func(s Spec) error {
 			if s.Params.SliceVariation >= s.Params.SliceSize {
 				return &SpecError{Field: "params.slice_variation", Value: s.Params.SliceVariation, Reason: "must be below slice_size"}
@@ -135,7 +136,7 @@ var registry = []*definition{
 		uses:      linkUses,
 		sustained: true,
 		params:    []string{"interval"},
-		defaults:  withParams(toxicSpec, Params{Interval: Duration(time.Second)}),
+		defaults:  withParams(toxicSpec, Params{Interval: units.Duration(time.Second)}),
 		build:     newFlapping,
 	},
 	{
