@@ -11,19 +11,19 @@ import (
 	"github.com/fencecheck/fencecheck/internal/units"
 )
 
-// Info is a registered fault as the CLI lists it ("fencecheck faults list").
-type Info struct {
+// FaultInfo is a registered fault as the CLI lists it ("fencecheck faults list").
+type FaultInfo struct {
 	Name        string
 	Description string // one line
 }
 
 // Faults returns every registered fault with its one-line description, sorted by name.
-func Faults() []Info {
-	out := make([]Info, 0, len(registry))
+func Faults() []FaultInfo {
+	out := make([]FaultInfo, 0, len(registry))
 	for _, d := range registry {
-		out = append(out, Info{Name: d.name, Description: d.summary})
+		out = append(out, FaultInfo{Name: d.name, Description: d.summary})
 	}
-	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b FaultInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

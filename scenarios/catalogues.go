@@ -14,7 +14,7 @@ import (
 
 // Faults lists every fault the nemesis can inject, sorted by name, with a one-line
 // description each.
-func Faults() []nemesis.Info { return nemesis.Faults() }
+func Faults() []nemesis.FaultInfo { return nemesis.Faults() }
 
 // Mutants lists the deliberately broken transports a run can test instead of the real one
 // (Options.Transport "mutant:NAME"), with the guarantees each must be caught breaking.
