@@ -318,8 +318,8 @@ func (r *runner) statusLoop(ctx context.Context) {
 func statusLine(st workload.Stats, roles int, duration time.Duration, faults []string) string {
 	line := fmt.Sprintf("  %v/%v  %.0f ops/s  roles held %d/%d", st.Elapsed.Round(time.Second), duration,
 		st.OpsPerSecond, st.RolesHeld, roles)
-	if st.Holders != st.RolesHeld {
-		line += fmt.Sprintf(" (%d members believe they hold)", st.Holders)
+	if st.Believers != st.RolesHeld {
+		line += fmt.Sprintf(" (%d members believe they hold)", st.Believers)
 	}
 	line += fmt.Sprintf("  handoffs %d  fences %d", st.Handoffs, st.Fences)
 	switch {

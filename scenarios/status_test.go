@@ -24,7 +24,7 @@ func TestStatusLine(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st.RolesHeld, st.Holders = tc.rolesHeld, tc.belief
+			st.RolesHeld, st.Believers = tc.rolesHeld, tc.belief
 			if got := statusLine(st, 6, 40*time.Second, tc.faults); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}

@@ -24,12 +24,12 @@ type Stats struct {
 	Fences int64
 	// Handoffs counts ok acquires by another member than the role's previous ok acquire.
 	Handoffs int64
-	// RolesHeld is the number of roles some member believes it holds now; Holders the
+	// RolesHeld is the number of roles some member believes it holds now; Believers the
 	// number of members that believe they hold their role now, which exceeds RolesHeld while
 	// a deposed holder (a zombie, or one that has not noticed a handoff yet) still believes;
 	// Frozen the number of members paused now.
 	RolesHeld int
-	Holders   int
+	Believers int
 	Frozen    int
 	// HeldFraction is the fraction of Elapsed during which a role had a lease renewed within
 	// the lease duration (an ok lease write that completed at most Lease after it was

@@ -405,7 +405,7 @@ func (wl *Workload) Stats() Stats {
 	held := map[string]bool{}
 	for _, h := range wl.Holders() {
 		held[h.Role] = true
-		s.Holders++
+		s.Believers++
 	}
 	s.RolesHeld = len(held)
 	return s
