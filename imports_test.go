@@ -2,6 +2,7 @@ package fencecheck_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,8 @@ var forbidden = []struct {
 	{pkg: "transport/transporttest", forbidden: []string{"cluster/local", "cluster/containers", "cluster/external",
 		"workload", "nemesis", "checker/...", "scenarios", "reports"}},
 	{pkg: "checker/history", forbidden: []string{"..."}, allowed: []string{"checker/history"}},
+	// units is a leaf the workload, the nemesis and the scenarios share (Duration).
+	{pkg: "internal/units", forbidden: []string{"..."}, allowed: []string{"internal/units"}},
 	{pkg: "cluster/...", forbidden: []string{"transport/...", "workload", "nemesis", "checker/...", "scenarios", "reports"}},
 	{pkg: "workload/...", forbidden: []string{"nemesis/...", "checker", "checker/model", "scenarios", "reports"}},
 	{pkg: "nemesis/...", forbidden: []string{"transport/...", "workload/...", "checker", "checker/model", "scenarios", "reports"}},
@@ -79,5 +82,33 @@ func TestImportRules(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no package matched a rule: the module path or the rules are wrong")
+	}
+}
+
+// commandImports lists the module packages a command may import directly. A command only
+// wires flags to the composition root (scenarios), verdicts and exit codes (checker) and the
+// run directory (reports): faults, mutants, process names, durations and the check reach it
+// through scenarios, so there is one door to each.
+var commandImports = []string{"scenarios", "checker", "reports"}
+
+// TestCommandsOnlyWire fails when a command imports a module package other than
+// commandImports.
+func TestCommandsOnlyWire(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./cmd/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		for _, imp := range fields[1:] {
+			d, ok := strings.CutPrefix(imp, module+"/")
+			if ok && !slices.Contains(commandImports, d) {
+				t.Errorf("%s imports %s: commands only wire, through %s", fields[0], d, strings.Join(commandImports, ", "))
+			}
+		}
+	}
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("no command found under ./cmd")
 	}
 }

@@ -100,10 +100,10 @@ func (s BrokerState) String() string {
 
 // Broker is one broker of a cluster.
 type Broker struct {
-	ID    int32       // Kafka node id
-	Addr  string      // advertised client address, host:port
-	State BrokerState // what the harness last did to it
-	Roles []Role      // role hints for the keys of the RoleQuery, and "controller"
+	ID    int32        // Kafka node id
+	Addr  string       // advertised client address, host:port
+	State BrokerState  // what the harness last did to it
+	Roles []BrokerRole // role hints for the keys of the RoleQuery, and "controller"
 }
 
 // Name is the broker's short name in link names and logs: "b1".
@@ -128,27 +128,27 @@ type TopicPartition struct {
 	Partition int32
 }
 
-// RoleKind is the kind of a role hint.
-type RoleKind int
+// BrokerRoleKind is the kind of a role hint.
+type BrokerRoleKind int
 
 // Role kinds.
 const (
-	RoleController       RoleKind = iota + 1 // the active controller (as metadata reports it)
-	RoleTxnCoordinator                       // transaction coordinator of Key
-	RoleGroupCoordinator                     // group coordinator of Key
-	RoleLeader                               // leader of Topic/Partition
+	RoleController       BrokerRoleKind = iota + 1 // the active controller (as metadata reports it)
+	RoleTxnCoordinator                             // transaction coordinator of Key
+	RoleGroupCoordinator                           // group coordinator of Key
+	RoleLeader                                     // leader of Topic/Partition
 )
 
-// Role is a hint of what a broker does at the time of the lookup.
-type Role struct {
-	Kind      RoleKind
+// BrokerRole is a hint of what a broker does at the time of the lookup.
+type BrokerRole struct {
+	Kind      BrokerRoleKind
 	Key       string // transactional id or group
 	Topic     string
 	Partition int32
 }
 
 // String reads like "coordinator of transactional id X" or "leader of t/0".
-func (r Role) String() string {
+func (r BrokerRole) String() string {
 	switch r.Kind {
 	case RoleController:
 		return "controller"
@@ -163,7 +163,7 @@ func (r Role) String() string {
 }
 
 // Has reports whether b holds role r.
-func (b Broker) Has(r Role) bool {
+func (b Broker) Has(r BrokerRole) bool {
 	for _, x := range b.Roles {
 		if x == r {
 			return true

@@ -119,7 +119,7 @@ func freshMetadata(ctx context.Context, cl *kgo.Client, topics ...string) (*kmsg
 // that could be found are still set.
 func DescribeRoles(ctx context.Context, cl *kgo.Client, bs []Broker, q RoleQuery) error {
 	adm := kadm.NewClient(cl)
-	add := func(id int32, r Role) {
+	add := func(id int32, r BrokerRole) {
 		for i := range bs {
 			if bs[i].ID == id {
 				bs[i].Roles = append(bs[i].Roles, r)
@@ -138,13 +138,13 @@ func DescribeRoles(ctx context.Context, cl *kgo.Client, bs []Broker, q RoleQuery
 		errs = append(errs, fmt.Errorf("metadata: %w", err))
 	} else {
 		if m.ControllerID >= 0 {
-			add(m.ControllerID, Role{Kind: RoleController})
+			add(m.ControllerID, BrokerRole{Kind: RoleController})
 		}
 		for _, tp := range q.Partitions {
 			errs = append(errs, leaderRole(m, tp, add))
 		}
 	}
-	coords := func(kind RoleKind, rs kadm.FindCoordinatorResponses, keys []string) {
+	coords := func(kind BrokerRoleKind, rs kadm.FindCoordinatorResponses, keys []string) {
 		for _, k := range keys {
 			r, ok := rs[k]
 			err := r.Err
@@ -155,7 +155,7 @@ func DescribeRoles(ctx context.Context, cl *kgo.Client, bs []Broker, q RoleQuery
 				errs = append(errs, fmt.Errorf("coordinator of %q: %w", k, err))
 				continue
 			}
-			add(r.NodeID, Role{Kind: kind, Key: k})
+			add(r.NodeID, BrokerRole{Kind: kind, Key: k})
 		}
 	}
 	if len(q.TransactionalIDs) > 0 {
@@ -193,7 +193,7 @@ func (h minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{h.Handler.WithGroup(name), h.min}
 }
 
-func leaderRole(m *kmsg.MetadataResponse, tp TopicPartition, add func(int32, Role)) error {
+func leaderRole(m *kmsg.MetadataResponse, tp TopicPartition, add func(int32, BrokerRole)) error {
 	for _, t := range m.Topics {
 		if t.Topic == nil || *t.Topic != tp.Topic {
 			continue
@@ -209,7 +209,7 @@ func leaderRole(m *kmsg.MetadataResponse, tp TopicPartition, add func(int32, Rol
 				return fmt.Errorf("leader of %s/%d: %w", tp.Topic, tp.Partition, err)
 			}
 			if p.Leader >= 0 {
-				add(p.Leader, Role{Kind: RoleLeader, Topic: tp.Topic, Partition: tp.Partition})
+				add(p.Leader, BrokerRole{Kind: RoleLeader, Topic: tp.Topic, Partition: tp.Partition})
 			}
 			return nil
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/transport"
 )
@@ -302,17 +303,17 @@ func (f *fixture) assertClean(t *testing.T) {
 // coordinator returns the broker coordinating role's transactional id.
 func (f *fixture) coordinator(role string) cluster.Broker {
 	return f.brokerWith(cluster.RoleQuery{TransactionalIDs: []string{transport.TransactionalID(topic, transport.Role(role))}},
-		cluster.Role{Kind: cluster.RoleTxnCoordinator, Key: transport.TransactionalID(topic, transport.Role(role))})
+		cluster.BrokerRole{Kind: cluster.RoleTxnCoordinator, Key: transport.TransactionalID(topic, transport.Role(role))})
 }
 
 // leader returns the leader of role's partition.
 func (f *fixture) leader(role string) cluster.Broker {
 	p := transport.PartitionFor(transport.Role(role), partitions)
 	return f.brokerWith(cluster.RoleQuery{Partitions: []cluster.TopicPartition{{Topic: topic, Partition: p}}},
-		cluster.Role{Kind: cluster.RoleLeader, Topic: topic, Partition: p})
+		cluster.BrokerRole{Kind: cluster.RoleLeader, Topic: topic, Partition: p})
 }
 
-func (f *fixture) brokerWith(q cluster.RoleQuery, r cluster.Role) cluster.Broker {
+func (f *fixture) brokerWith(q cluster.RoleQuery, r cluster.BrokerRole) cluster.Broker {
 	f.t.Helper()
 	b, err := f.findBroker(context.Background(), q, r)
 	if err != nil {
@@ -322,7 +323,7 @@ func (f *fixture) brokerWith(q cluster.RoleQuery, r cluster.Role) cluster.Broker
 }
 
 // findBroker returns the broker that has r, by the cluster's answer to q.
-func (f *fixture) findBroker(ctx context.Context, q cluster.RoleQuery, r cluster.Role) (cluster.Broker, error) {
+func (f *fixture) findBroker(ctx context.Context, q cluster.RoleQuery, r cluster.BrokerRole) (cluster.Broker, error) {
 	bs, err := f.c.Brokers(ctx, q)
 	for _, b := range bs {
 		if b.Has(r) {
@@ -336,7 +337,7 @@ func (f *fixture) findBroker(ctx context.Context, q cluster.RoleQuery, r cluster
 // while none does.
 func (f *fixture) findCoordinator(ctx context.Context, role string) (cluster.Broker, error) {
 	id := transport.TransactionalID(topic, transport.Role(role))
-	return f.findBroker(ctx, cluster.RoleQuery{TransactionalIDs: []string{id}}, cluster.Role{Kind: cluster.RoleTxnCoordinator, Key: id})
+	return f.findBroker(ctx, cluster.RoleQuery{TransactionalIDs: []string{id}}, cluster.BrokerRole{Kind: cluster.RoleTxnCoordinator, Key: id})
 }
 
 // peerLinks returns the cluster's peer links by (from, to) broker id.
@@ -350,5 +351,5 @@ func (f *fixture) peerLinks() map[[2]int32]*cluster.Link {
 	return peer
 }
 
-func ms(n int) nemesis.Duration  { return nemesis.Duration(time.Duration(n) * time.Millisecond) }
-func sec(n int) nemesis.Duration { return nemesis.Duration(time.Duration(n) * time.Second) }
+func ms(n int) units.Duration  { return units.Duration(time.Duration(n) * time.Millisecond) }
+func sec(n int) units.Duration { return units.Duration(time.Duration(n) * time.Second) }

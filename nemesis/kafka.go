@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/units"
 )
 
 // The Kafka-aware faults act on the Kafka requests of processes' broker connections, in the
@@ -27,7 +28,7 @@ func init() {
 	}{
 		{cluster.KafkaDropRequest, "drop matching Kafka requests (default endtxn): the broker never sees them", nil, Params{API: "endtxn"}},
 		{cluster.KafkaDropResponse, "drop the responses to matching Kafka requests (default endtxn): the request takes effect, the client never learns it", nil, Params{API: "endtxn"}},
-		{cluster.KafkaDelay, "delay matching Kafka requests (default produce) by delay (default 1s)", []string{"delay"}, Params{API: "produce", Delay: Duration(time.Second)}},
+		{cluster.KafkaDelay, "delay matching Kafka requests (default produce) by delay (default 1s)", []string{"delay"}, Params{API: "produce", Delay: units.Duration(time.Second)}},
 		{cluster.KafkaHold, "hold matching Kafka requests (default produce) and deliver them after the response to the next until request (default endtxn), even if the client gave up", []string{"until"}, Params{API: "produce", Until: "endtxn"}},
 		{cluster.KafkaDuplicate, "send matching Kafka requests (default produce) twice; with until, the copy is held and delivered like hold's", []string{"until"}, Params{API: "produce"}},
 		{cluster.KafkaErrorResponse, "let the broker handle matching Kafka requests (default endtxn) and answer the client with error (default NOT_COORDINATOR)", []string{"error"}, Params{API: "endtxn", Error: "NOT_COORDINATOR"}},

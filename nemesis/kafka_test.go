@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
 func TestParseKafkaStep(t *testing.T) {
-	sec := func(n int) nemesis.Duration { return nemesis.Duration(time.Duration(n) * time.Second) }
+	sec := func(n int) units.Duration { return units.Duration(time.Duration(n) * time.Second) }
 	for _, tc := range []struct {
 		line string
 		want nemesis.Spec

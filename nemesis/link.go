@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/units"
 )
 
 // linkSet is the process links a link fault acts on, resolved at Setup.
@@ -244,7 +245,7 @@ func newToxicFault(typ string) func(*Nemesis, Spec) Fault {
 	return func(n *Nemesis, s Spec) Fault { return &toxicFault{linkSet: linkSet{n: n, spec: s}, typ: typ} }
 }
 
-func ms(d Duration) int64 { return d.D().Milliseconds() }
+func ms(d units.Duration) int64 { return d.D().Milliseconds() }
 
 // attributes are the toxic's settings in toxiproxy's units.
 func (f *toxicFault) attributes() map[string]any {

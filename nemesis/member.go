@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/units"
 )
 
 // freeze stops the holder of a role at a pause point (a zombie): its lease runs out while it
@@ -48,7 +49,7 @@ func (f *spannedFreeze) Span() (start, end int64, ok bool) {
 }
 
 // freezeFor is freeze's default duration: twice the lease, so the lease surely runs out.
-func freezeFor(env *Env) Duration { return Duration(2 * env.Lease) }
+func freezeFor(env *Env) units.Duration { return units.Duration(2 * env.Lease) }
 
 func (f *freeze) Setup(ctx context.Context) error {
 	fz := f.n.env.Freezer

@@ -37,7 +37,8 @@ type Nemesis struct {
 }
 
 // New returns a nemesis acting on env, recording windows to rec and logging to log (nil:
-// discard). Every random choice comes from seed.
+// discard) as given: the caller names the component and the run. Every random choice comes
+// from seed.
 func New(env Env, rec Recorder, log *slog.Logger, seed uint64) (*Nemesis, error) {
 	if err := env.defaults(); err != nil {
 		return nil, err
@@ -51,7 +52,7 @@ func New(env Env, rec Recorder, log *slog.Logger, seed uint64) (*Nemesis, error)
 	return &Nemesis{
 		env:    env,
 		rec:    rec,
-		log:    log.With("component", "nemesis"),
+		log:    log,
 		rng:    rand.New(rand.NewPCG(seed, rngStream)),
 		claims: make(map[string]*Injection),
 		frozen: make(map[Member]bool),

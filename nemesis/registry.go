@@ -8,21 +8,22 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/units"
 )
 
-// Info is a registered fault as the CLI lists it ("fencecheck faults list").
-type Info struct {
+// FaultInfo is a registered fault as the CLI lists it ("fencecheck faults list").
+type FaultInfo struct {
 	Name        string
 	Description string // one line
 }
 
 // Faults returns every registered fault with its one-line description, sorted by name.
-func Faults() []Info {
-	out := make([]Info, 0, len(registry))
+func Faults() []FaultInfo {
+	out := make([]FaultInfo, 0, len(registry))
 	for _, d := range registry {
-		out = append(out, Info{Name: d.name, Description: d.summary})
+		out = append(out, FaultInfo{Name: d.name, Description: d.summary})
 	}
-	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b FaultInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -37,7 +38,7 @@ type definition struct {
 	event bool
 	// sustained faults need a For in a script; defaultFor, when set, supplies one instead.
 	sustained  bool
-	defaultFor func(env *Env) Duration
+	defaultFor func(env *Env) units.Duration
 	defaults   Spec // target and parameter defaults
 	// check validates what Validate cannot check field by field; s has its defaults.
 	check func(s Spec) error
@@ -87,7 +88,7 @@ var registry = []*definition{
 		uses:      linkUses,
 		sustained: true,
 		params:    []string{"latency", "jitter", "direction", "toxicity"},
-		defaults:  withParams(toxicSpec, Params{Latency: Duration(500 * time.Millisecond), Direction: DirDownstream, Toxicity: 1}),
+		defaults:  withParams(toxicSpec, Params{Latency: units.Duration(500 * time.Millisecond), Direction: DirDownstream, Toxicity: 1}),
 		build:     newToxicFault("latency"),
 	},
 	{
@@ -114,7 +115,7 @@ var registry = []*definition{
 		uses:      linkUses,
 		sustained: true,
 		params:    []string{"slice_size", "slice_variation", "slice_delay", "direction", "toxicity"},
-		defaults:  withParams(toxicSpec, Params{SliceSize: 8, SliceVariation: 4, SliceDelay: Duration(10 * time.Millisecond), Direction: DirDownstream, Toxicity: 1}),
+		defaults:  withParams(toxicSpec, Params{SliceSize: 8, SliceVariation: 4, SliceDelay: units.Duration(10 * time.Millisecond), Direction: DirDownstream, Toxicity: 1}),
 		check: func(s Spec) error {
 			if s.Params.SliceVariation >= s.Params.SliceSize {
 				return &SpecError{Field: "params.slice_variation", Value: s.Params.SliceVariation, Reason: "must be below slice_size"}
@@ -138,7 +139,7 @@ var registry = []*definition{
 		uses:      linkUses,
 		sustained: true,
 		params:    []string{"interval"},
-		defaults:  withParams(toxicSpec, Params{Interval: Duration(time.Second)}),
+		defaults:  withParams(toxicSpec, Params{Interval: units.Duration(time.Second)}),
 		build:     newFlapping,
 	},
 	{

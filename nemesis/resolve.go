@@ -158,13 +158,13 @@ func (n *Nemesis) brokerByRole(ctx context.Context, sel Selector) (cluster.Broke
 		return cluster.Broker{}, "", err
 	}
 	var q cluster.RoleQuery
-	var want cluster.Role
+	var want cluster.BrokerRole
 	if sel.Kind == SelectCoordinator {
 		q.TransactionalIDs = []string{keys.TransactionalID}
-		want = cluster.Role{Kind: cluster.RoleTxnCoordinator, Key: keys.TransactionalID}
+		want = cluster.BrokerRole{Kind: cluster.RoleTxnCoordinator, Key: keys.TransactionalID}
 	} else {
 		q.Partitions = []cluster.TopicPartition{{Topic: keys.Topic, Partition: keys.Partition}}
-		want = cluster.Role{Kind: cluster.RoleLeader, Topic: keys.Topic, Partition: keys.Partition}
+		want = cluster.BrokerRole{Kind: cluster.RoleLeader, Topic: keys.Topic, Partition: keys.Partition}
 	}
 	how := string(sel.Kind) + " of " + role
 	bs, err := n.env.Cluster.Brokers(ctx, q)

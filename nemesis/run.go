@@ -39,7 +39,7 @@ func (n *Nemesis) Run(ctx context.Context, sched Schedule) error {
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	r := &runner{n: n, ctx: runCtx, start: time.Now(), unsupported: map[string]bool{}}
+	r := &scheduler{n: n, ctx: runCtx, start: time.Now(), unsupported: map[string]bool{}}
 	r.fail = func(err error) {
 		r.errOnce.Do(func() { r.err = err })
 		cancel(err)
@@ -53,7 +53,7 @@ func (n *Nemesis) Run(ctx context.Context, sched Schedule) error {
 	return errors.Join(r.err, n.HealAll(ctx))
 }
 
-type runner struct {
+type scheduler struct {
 	n     *Nemesis
 	ctx   context.Context
 	start time.Time
@@ -76,7 +76,7 @@ func skippable(err error) bool {
 
 // launch runs inj's lifecycle in a goroutine: inject, wait until it holds, keep it for hold
 // (from the injection), heal; then it tells ended, if not nil.
-func (r *runner) launch(inj *Injection, hold time.Duration, ended chan<- struct{}) {
+func (r *scheduler) launch(inj *Injection, hold time.Duration, ended chan<- struct{}) {
 	r.wg.Go(func() {
 		if ended != nil {
 			defer func() {
@@ -123,7 +123,7 @@ func (r *runner) launch(inj *Injection, hold time.Duration, ended chan<- struct{
 }
 
 // setup prepares and sets up spec. A nil injection with a nil error means "skipped".
-func (r *runner) setup(spec Spec) (*Injection, error) {
+func (r *scheduler) setup(spec Spec) (*Injection, error) {
 	inj, err := r.n.Prepare(spec)
 	if err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func (r *runner) setup(spec Spec) (*Injection, error) {
 }
 
 // random runs a RandomSchedule (defaults applied) until the run's context ends.
-func (r *runner) random(rs RandomSchedule) {
+func (r *scheduler) random(rs RandomSchedule) {
 	menu := slices.Clone(rs.Faults)
 	ended := make(chan struct{})
 	next := r.start.Add(rs.Interval.D()) // the earliest next start
@@ -191,7 +191,7 @@ func later(a, b time.Time) time.Time {
 
 // pick draws specs from the menu until one sets up; faults the cluster cannot do leave the
 // menu. It returns a nil injection when nothing could be set up this time.
-func (r *runner) pick(rs RandomSchedule, menu *[]Spec) (*Injection, time.Duration, error) {
+func (r *scheduler) pick(rs RandomSchedule, menu *[]Spec) (*Injection, time.Duration, error) {
 	n := r.n
 	for range 2*len(*menu) + 1 {
 		r.mu.Lock()
@@ -232,7 +232,7 @@ func (r *runner) pick(rs RandomSchedule, menu *[]Spec) (*Injection, time.Duratio
 // script runs the steps at their times, then waits for the run's context to end. Each step's
 // window carries its number (1-based, in the order given), so the checker can tell which
 // step never took hold.
-func (r *runner) script(steps []Step) {
+func (r *scheduler) script(steps []Step) {
 	n := r.n
 	order := make([]int, len(steps))
 	for i := range order {

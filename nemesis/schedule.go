@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencecheck/fencecheck/internal/units"
 )
 
 // Schedule says when which faults happen: either Random or Script.
@@ -19,12 +21,12 @@ type Schedule struct {
 // injected for at least Stable.
 type RandomSchedule struct {
 	// Interval is the time between fault starts. Default 10s.
-	Interval Duration `json:"interval,omitempty" yaml:"interval,omitempty"`
+	Interval units.Duration `json:"interval,omitempty" yaml:"interval,omitempty"`
 	// Stable is the quiet period after the last active fault ends. Default Interval/2.
-	Stable Duration `json:"stable,omitempty" yaml:"stable,omitempty"`
+	Stable units.Duration `json:"stable,omitempty" yaml:"stable,omitempty"`
 	// For is how long a fault lasts when its spec says nothing (freeze: twice the lease).
 	// Default Interval/2.
-	For Duration `json:"for,omitempty" yaml:"for,omitempty"`
+	For units.Duration `json:"for,omitempty" yaml:"for,omitempty"`
 	// MaxActive is how many faults may be active at once. Default 1.
 	MaxActive int `json:"max_active,omitempty" yaml:"max_active,omitempty"`
 	// Faults is the menu, picked from uniformly. Default: every registered fault with its
@@ -35,7 +37,7 @@ type RandomSchedule struct {
 
 func (r RandomSchedule) withDefaults() RandomSchedule {
 	if r.Interval == 0 {
-		r.Interval = Duration(10 * time.Second)
+		r.Interval = units.Duration(10 * time.Second)
 	}
 	if r.Stable == 0 {
 		r.Stable = r.Interval / 2
@@ -57,7 +59,7 @@ func (r RandomSchedule) withDefaults() RandomSchedule {
 // Step is one line of a scripted timeline: the spec is injected At after Run starts and
 // recovered For later.
 type Step struct {
-	At   Duration `json:"at" yaml:"at"`
+	At   units.Duration `json:"at" yaml:"at"`
 	Spec `yaml:",inline"`
 }
 
@@ -75,7 +77,7 @@ func (s Schedule) Validate() error {
 	if r := s.Random; r != nil {
 		for _, f := range []struct {
 			name string
-			v    Duration
+			v    units.Duration
 		}{{"interval", r.Interval}, {"stable", r.Stable}, {"for", r.For}} {
 			if f.v < 0 {
 				return &SpecError{Field: "random." + f.name, Value: f.v, Reason: "must not be negative"}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/fencecheck/fencecheck/internal/units"
 )
 
 // Spec describes one fault as data: what scenario files hold and the random schedule picks
@@ -21,7 +23,7 @@ type Spec struct {
 	// For is how long the fault stays injected. Zero: the schedule's default (the random
 	// schedule's fault duration; a scripted step must set it, except for events such as
 	// restart and move-coordinator, which take none).
-	For Duration `json:"for,omitempty" yaml:"for,omitempty"`
+	For units.Duration `json:"for,omitempty" yaml:"for,omitempty"`
 }
 
 // Target picks what a fault acts on. Which fields a fault uses is in its description; setting
@@ -80,21 +82,21 @@ type Params struct {
 	// Direction is the toxic stream: DirUpstream, DirDownstream or DirBoth.
 	Direction string `json:"direction,omitempty" yaml:"direction,omitempty"`
 	// Latency is the delay a latency toxic adds, Jitter its random ± spread.
-	Latency Duration `json:"latency,omitempty" yaml:"latency,omitempty"`
-	Jitter  Duration `json:"jitter,omitempty" yaml:"jitter,omitempty"`
+	Latency units.Duration `json:"latency,omitempty" yaml:"latency,omitempty"`
+	Jitter  units.Duration `json:"jitter,omitempty" yaml:"jitter,omitempty"`
 	// Rate is the bandwidth limit in KB/s.
 	Rate int64 `json:"rate,omitempty" yaml:"rate,omitempty"`
 	// Bytes is how many bytes limit-data lets through per connection before closing it.
 	Bytes int64 `json:"bytes,omitempty" yaml:"bytes,omitempty"`
 	// SliceSize, SliceVariation and SliceDelay shape slicer: average slice size and its
 	// variation in bytes, and the delay between slices.
-	SliceSize      int      `json:"slice_size,omitempty" yaml:"slice_size,omitempty"`
-	SliceVariation int      `json:"slice_variation,omitempty" yaml:"slice_variation,omitempty"`
-	SliceDelay     Duration `json:"slice_delay,omitempty" yaml:"slice_delay,omitempty"`
+	SliceSize      int            `json:"slice_size,omitempty" yaml:"slice_size,omitempty"`
+	SliceVariation int            `json:"slice_variation,omitempty" yaml:"slice_variation,omitempty"`
+	SliceDelay     units.Duration `json:"slice_delay,omitempty" yaml:"slice_delay,omitempty"`
 	// ResetAfter is how long reset-peer lets a connection carry data before resetting it.
-	ResetAfter Duration `json:"reset_after,omitempty" yaml:"reset_after,omitempty"`
+	ResetAfter units.Duration `json:"reset_after,omitempty" yaml:"reset_after,omitempty"`
 	// Interval is flapping's mean time between toggles, and restart's pause between brokers.
-	Interval Duration `json:"interval,omitempty" yaml:"interval,omitempty"`
+	Interval units.Duration `json:"interval,omitempty" yaml:"interval,omitempty"`
 	// Point is the pause point freeze stops the member at ("" = the workload's default).
 	Point string `json:"point,omitempty" yaml:"point,omitempty"`
 	// Toxicity is the share of connections a toxic applies to, in (0, 1]. Default 1.
@@ -108,7 +110,7 @@ type Params struct {
 	// Partition narrows a Kafka-aware fault to requests naming "TOPIC/N", or partition N.
 	Partition string `json:"partition,omitempty" yaml:"partition,omitempty"`
 	// Delay is how late the delay fault lets a request reach the broker.
-	Delay Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
+	Delay units.Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
 	// Error is the Kafka error (NOT_COORDINATOR, or its code) error-response answers with.
 	Error string `json:"error,omitempty" yaml:"error,omitempty"`
 }
@@ -141,7 +143,7 @@ func (p Params) set() []string {
 // get formats parameter name.
 func (p Params) get(name string) string {
 	v := reflect.ValueOf(p).Field(slices.Index(paramNames, name))
-	if d, ok := v.Interface().(Duration); ok {
+	if d, ok := v.Interface().(units.Duration); ok {
 		return d.String()
 	}
 	return fmt.Sprint(v.Interface())
@@ -156,7 +158,7 @@ func (p *Params) setText(name, text string) error {
 	f := reflect.ValueOf(p).Elem().Field(i)
 	var err error
 	switch ptr := f.Addr().Interface().(type) {
-	case *Duration:
+	case *units.Duration:
 		err = ptr.UnmarshalText([]byte(text))
 	case *string:
 		*ptr = text

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
@@ -32,7 +33,7 @@ func TestFaultsRegistry(t *testing.T) {
 }
 
 func TestSpecValidate(t *testing.T) {
-	ms := func(n int) nemesis.Duration { return nemesis.Duration(time.Duration(n) * time.Millisecond) }
+	ms := func(n int) units.Duration { return units.Duration(time.Duration(n) * time.Millisecond) }
 	for _, tc := range []struct {
 		name  string
 		spec  nemesis.Spec
@@ -81,7 +82,7 @@ func TestSpecValidate(t *testing.T) {
 }
 
 func TestParseStep(t *testing.T) {
-	sec := func(n int) nemesis.Duration { return nemesis.Duration(time.Duration(n) * time.Second) }
+	sec := func(n int) units.Duration { return units.Duration(time.Duration(n) * time.Second) }
 	for _, tc := range []struct {
 		line string
 		want nemesis.Step
@@ -92,7 +93,7 @@ func TestParseStep(t *testing.T) {
 			Target: nemesis.Target{Processes: nemesis.Random(2), Brokers: nemesis.Subset()}, Params: nemesis.Params{Mode: nemesis.ModeBlackhole}, For: sec(3)}}},
 		{"at 20s latency p2,p3 from all with latency=200ms jitter=50ms for 10s", nemesis.Step{At: sec(20), Spec: nemesis.Spec{Fault: "latency",
 			Target: nemesis.Target{Processes: nemesis.IDs(2, 3), Brokers: nemesis.All()},
-			Params: nemesis.Params{Latency: nemesis.Duration(200 * time.Millisecond), Jitter: nemesis.Duration(50 * time.Millisecond)}, For: sec(10)}}},
+			Params: nemesis.Params{Latency: units.Duration(200 * time.Millisecond), Jitter: units.Duration(50 * time.Millisecond)}, For: sec(10)}}},
 		{"at 40s kill leader of role-1 for 15s", nemesis.Step{At: sec(40), Spec: nemesis.Spec{Fault: "kill",
 			Target: nemesis.Target{Brokers: nemesis.LeaderOf("role-1")}, For: sec(15)}}},
 		{"at 60s restart all with interval=5s", nemesis.Step{At: sec(60), Spec: nemesis.Spec{Fault: "restart",
@@ -190,7 +191,7 @@ func TestSpecJSON(t *testing.T) {
 	want := nemesis.Spec{Fault: "partition",
 		Target: nemesis.Target{Processes: nemesis.IDs(1, 2), Brokers: nemesis.CoordinatorOf("role-3")},
 		Params: nemesis.Params{Mode: nemesis.ModeBlackhole, Direction: nemesis.DirUpstream},
-		For:    nemesis.Duration(12 * time.Second)}
+		For:    units.Duration(12 * time.Second)}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("decoded %#v, want %#v", s, want)
 	}
@@ -208,8 +209,8 @@ func TestSpecJSON(t *testing.T) {
 	if out, _ := json.Marshal(nemesis.Spec{Fault: "kill"}); string(out) != `{"fault":"kill"}` {
 		t.Errorf("defaults are written as %s, want them left out", out)
 	}
-	var d nemesis.Duration
+	var d units.Duration
 	if err := json.Unmarshal([]byte(`5`), &d); err == nil {
-		t.Errorf("a bare number decoded as a Duration (%v); want an error", d)
+		t.Errorf("a bare number decoded as a units.Duration (%v); want an error", d)
 	}
 }

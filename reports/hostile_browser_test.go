@@ -111,10 +111,7 @@ func TestHostileTextRunsNoScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeHostileHistory(t, dir.History())
-	res, err := dir.Check(context.Background(), checker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := checkDir(t, dir)
 	if len(res.Visualized) != len(hostile) {
 		t.Fatalf("visualized %d roles, want %d (every role breaks token-monotonic): %+v", len(res.Visualized), len(hostile), res.Check(checker.TokenMonotonic))
 	}

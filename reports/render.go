@@ -2,7 +2,6 @@ package reports
 
 import (
 	"bytes"
-	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -65,33 +64,6 @@ func (d Dir) Render() error {
 	}
 	h, histErr := history.ReadFile(d.History())
 	return d.Write(info, res, h, histErr)
-}
-
-// Check judges the run's history offline, as `fencecheck check` does: it writes
-// results.json, the porcupine visualization of every failing role (see Visualize),
-// report.html and junit.xml. opts.Visualize is replaced by d.Visualize. A missing run.json is
-// tolerated; a history that cannot be read is an error.
-func (d Dir) Check(ctx context.Context, opts checker.Options) (*checker.Results, error) {
-	info, err := d.ReadRunInfo()
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	h, err := history.ReadFile(d.History())
-	if err != nil {
-		return nil, err
-	}
-	opts.Visualize = d.Visualize
-	res, err := checker.Check(ctx, h, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := res.WriteFile(d.Results()); err != nil {
-		return nil, err
-	}
-	if err := d.Write(info, res, h, nil); err != nil {
-		return res, err
-	}
-	return res, nil
 }
 
 // Write renders report.html and junit.xml from what the caller already holds.

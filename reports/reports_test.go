@@ -40,11 +40,33 @@ func writeRun(t *testing.T, root string, h *history.History) (reports.Dir, *chec
 		t.Fatal(err)
 	}
 	f.Close()
-	res, err := dir.Check(context.Background(), checker.Options{})
+	return dir, checkDir(t, dir)
+}
+
+// checkDir judges dir's history and writes results.json, the visualizations, report.html and
+// junit.xml: the writing half of the check pipeline (scenarios.Check), which this package's
+// tests cannot import.
+func checkDir(t *testing.T, dir reports.Dir) *checker.Results {
+	t.Helper()
+	info, err := dir.ReadRunInfo()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir, res
+	h, err := history.ReadFile(dir.History())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := checker.Check(context.Background(), h, checker.Options{Visualize: dir.Visualize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.WriteFile(dir.Results()); err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.Write(info, res, h, nil); err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 func read(t *testing.T, path string) string {

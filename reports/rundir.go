@@ -25,8 +25,12 @@ const (
 	junitFile   = "junit.xml"
 	linearDir   = "linear"
 	logsDir     = "logs"
+	harnessLog  = "harness.log" // in logsDir, next to the brokers' logs
 	latestLink  = "latest"
 )
+
+// DefaultRoot is the folder of run directories when none is given.
+const DefaultRoot = "runs"
 
 // Dir is one run's directory: runs/<scenario>/<UTC time>-<seed>/.
 type Dir string
@@ -39,6 +43,10 @@ func (d Dir) Report() string  { return filepath.Join(string(d), reportFile) }
 func (d Dir) JUnit() string   { return filepath.Join(string(d), junitFile) }
 func (d Dir) Linear() string  { return filepath.Join(string(d), linearDir) }
 func (d Dir) Logs() string    { return filepath.Join(string(d), logsDir) }
+
+// HarnessLog is the path of the harness's own log (phases, faults, the workload's warnings),
+// inside Logs.
+func (d Dir) HarnessLog() string { return filepath.Join(string(d), logsDir, harnessLog) }
 
 // LinearName is the path, relative to the run directory, of the porcupine visualization of
 // role: linear/<name>.html, the name the role's file gets from Visualize. Distinct roles get

@@ -3,8 +3,6 @@ package scenarios
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -44,11 +42,7 @@ func commitHoldCap(requestTimeout time.Duration) time.Duration {
 func (f *freezer) Holder(role string) (nemesis.Member, bool) {
 	for _, h := range f.wl.Holders() {
 		if h.Role == role && !h.Frozen {
-			p, err := strconv.Atoi(strings.TrimPrefix(h.Process, "p"))
-			if err != nil {
-				return nemesis.Member{}, false
-			}
-			return nemesis.Member{Process: p, Role: h.Role, ID: h.Member}, true
+			return nemesis.Member{Process: h.Process, Role: h.Role, ID: h.Member}, true
 		}
 	}
 	return nemesis.Member{}, false

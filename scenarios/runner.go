@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,11 +29,13 @@ import (
 
 // Options configure one run of a scenario.
 type Options struct {
-	// Root is the folder of run directories. Default "runs".
+	// Root is the folder of run directories. Default reports.DefaultRoot ("runs").
 	Root string
 	// Seed is the run's root seed; 0 picks one at random (printed and stored).
 	Seed uint64
-	// Command is the command line that repeats the run, stored in run.json and the report.
+	// Command is the command line that repeats the run, without its seed: Run appends
+	// "--seed N" with the seed it runs with (picked here when Seed is 0), so the command stored
+	// in run.json, the report and junit.xml repeats the run. Empty: none is stored.
 	Command string
 	// Console receives one line per phase, and the status line (StatusEvery). Default: discard.
 	Console io.Writer
@@ -71,7 +74,7 @@ const (
 // the results (verdict error).
 func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err error) {
 	if opts.Root == "" {
-		opts.Root = "runs"
+		opts.Root = reports.DefaultRoot
 	}
 	if opts.Console == nil {
 		opts.Console = io.Discard
@@ -81,6 +84,9 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	}
 	if s.usedCluster != s.Cluster.Kind {
 		s.UseCluster(s.Cluster.Kind) // nobody applied the kind's timing (see UseCluster)
+	}
+	if opts.Command != "" {
+		opts.Command += " --seed " + strconv.FormatUint(opts.Seed, 10)
 	}
 	if err := s.Supports(s.Cluster.Kind); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrScenario, err)
@@ -98,7 +104,7 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 		return nil, err
 	}
 	r := &runner{s: s, opts: opts, dir: dir, started: started, start: start, out: &Outcome{Dir: dir, Seed: opts.Seed}}
-	logFile, err := os.Create(dir.Logs() + "/harness.log")
+	logFile, err := os.Create(dir.HarnessLog())
 	if err != nil {
 		return nil, fmt.Errorf("harness log: %w", err)
 	}
@@ -306,25 +312,41 @@ func (r *runner) statusLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		st := r.wl.Stats()
-		line := fmt.Sprintf("  %v/%v  %.0f ops/s  holders %d  handoffs %d  fences %d", st.Elapsed.Round(time.Second),
-			r.s.Duration.D(), st.OpsPerSecond, st.Holders, st.Handoffs, st.Fences)
+		var faults []string // nil: the run has no nemesis
 		if r.nem != nil {
-			var faults []string
+			faults = []string{}
 			for _, a := range r.nem.Active() {
 				faults = append(faults, a.String())
 			}
-			if len(faults) == 0 {
-				faults = []string{"none"}
-			}
-			line += "  faults: " + strings.Join(faults, ", ")
 		}
+		line := statusLine(r.wl.Stats(), r.s.Workload.Roles, r.s.Duration.D(), faults)
 		if r.opts.Live {
 			fmt.Fprint(r.opts.Console, "\r\033[K"+line)
 		} else {
 			fmt.Fprintln(r.opts.Console, line)
 		}
 	}
+}
+
+// statusLine is the line shown while the workload runs: progress, load, the roles held (a
+// role is held when a member believes it holds it; when more members believe than roles are
+// held, a deposed holder has not noticed yet, and the line says how many believe), handoffs,
+// fences, and the active faults unless faults is nil (no nemesis).
+func statusLine(st workload.Stats, roles int, duration time.Duration, faults []string) string {
+	line := fmt.Sprintf("  %v/%v  %.0f ops/s  roles held %d/%d", st.Elapsed.Round(time.Second), duration,
+		st.OpsPerSecond, st.RolesHeld, roles)
+	if st.Believers != st.RolesHeld {
+		line += fmt.Sprintf(" (%d members believe they hold)", st.Believers)
+	}
+	line += fmt.Sprintf("  handoffs %d  fences %d", st.Handoffs, st.Fences)
+	switch {
+	case faults == nil:
+	case len(faults) == 0:
+		line += "  faults: none"
+	default:
+		line += "  faults: " + strings.Join(faults, ", ")
+	}
+	return line
 }
 
 // cleanup heals every fault, waits for health, performs the final reads, stops the workload
@@ -372,44 +394,19 @@ func (r *runner) cleanup(ctx context.Context) {
 	}
 }
 
-// check judges the history and writes results.json, the visualizations, report.html and
-// junit.xml.
+// check writes run.json once more (it says whether the run was interrupted, which Check
+// reads), then judges the history and writes results.json, the visualizations, report.html
+// and junit.xml (Check).
 func (r *runner) check(ctx context.Context) {
 	var res *checker.Results
 	_ = r.phase("check", func() error {
-		h, histErr := history.ReadFile(r.dir.History())
-		if histErr != nil {
-			if r.hist != nil { // a history that was opened must be readable; none is the earlier failure's
-				r.harness = append(r.harness, histErr)
-			}
-			res = &checker.Results{Format: checker.ResultsFormat, Verdict: checker.VerdictError}
-		} else {
-			var err error
-			res, err = checker.Check(ctx, h, checker.Options{Timeout: r.opts.CheckTimeout,
-				Visualize: r.dir.Visualize, Logger: r.log.With("component", "checker")})
-			if err != nil {
-				r.harness = append(r.harness, err)
-				res = &checker.Results{Format: checker.ResultsFormat, Verdict: checker.VerdictError, Run: h.Meta}
-			}
-		}
-		if err := errors.Join(r.harness...); err != nil {
-			res.SetHarnessError(err)
-		}
-		if r.out.Interrupted {
-			res.Verdict = checker.Worst(res.Verdict, checker.VerdictInconclusive)
-			if res.Error == "" {
-				res.Error = "interrupted before the scenario's duration"
-			}
-		}
-		res.ExitCode = checker.ExitCode(res.Verdict)
-		if err := res.WriteFile(r.dir.Results()); err != nil {
-			return err
-		}
 		if err := r.writeRunInfo(r.out.Interrupted); err != nil {
-			return err
+			r.harness = append(r.harness, err)
 		}
-		info, _ := r.dir.ReadRunInfo()
-		return r.dir.Write(info, res, h, histErr)
+		var err error
+		res, err = Check(ctx, r.dir, CheckOptions{Timeout: r.opts.CheckTimeout, Logger: r.log.With("component", "checker"),
+			Harness: r.harness, NoHistory: r.hist == nil})
+		return err
 	})
 	r.out.Results = res
 	if res != nil {

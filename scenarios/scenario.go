@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/workload"
 	yaml "go.yaml.in/yaml/v3"
@@ -38,7 +39,7 @@ type Scenario struct {
 	// Nemesis is the fault schedule; empty means no faults.
 	Nemesis NemesisSpec `json:"nemesis" yaml:"nemesis"`
 	// Duration is how long the workload (and the nemesis) runs.
-	Duration workload.Duration `json:"duration" yaml:"duration"`
+	Duration units.Duration `json:"duration" yaml:"duration"`
 	// Promises are the coverage the scenario promises (see checker.Promises): a run that
 	// does not deliver them is inconclusive, not valid.
 	Promises []string `json:"promises,omitempty" yaml:"promises,omitempty"`
@@ -59,7 +60,7 @@ type Scenario struct {
 // Timing is what a scenario changes for a slower cluster; zero fields keep the scenario's.
 type Timing struct {
 	// Duration replaces the scenario's duration.
-	Duration workload.Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
+	Duration units.Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
 	// Script replaces the scenario's nemesis script (a scripted scenario only).
 	Script []string `json:"script,omitempty" yaml:"script,omitempty"`
 }

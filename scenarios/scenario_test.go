@@ -38,6 +38,9 @@ func TestParseRejects(t *testing.T) {
 		{"bad workload value names the field", base + "workload:\n  preset: low\n  processes: -1\n", []string{"processes"}},
 		{"bad duration", "name: x\ndescription: d\nduration: soon\n", []string{"soon"}},
 		{"missing duration", "name: x\ndescription: d\n", []string{"duration"}},
+		// Workload and nemesis durations are one type with one rule: a bare number is refused.
+		{"bare-number lease names the line and the unit", base + "workload:\n  lease: 2\n", []string{"line 5", "with a unit"}},
+		{"bare-number fault interval names the line and the unit", base + "nemesis:\n  random:\n    interval: 8\n", []string{"line 6", "with a unit"}},
 		{"unknown cluster kind", base + "cluster:\n  kind: cloud\n", []string{"cluster.kind", "cloud"}},
 		{"unknown fault in a script", base + "nemesis:\n  script:\n    - at 1s earthquake all for 2s\n", []string{"nemesis.script[0]", "earthquake"}},
 		{"a script step without for", base + "nemesis:\n  script:\n    - at 1s partition p1 from all\n", []string{"for"}},

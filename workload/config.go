@@ -8,33 +8,11 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/units"
 )
 
 // ErrConfig marks a Config that Validate rejects. The error names the field.
 var ErrConfig = errors.New("invalid workload config")
-
-// Duration is a time.Duration that reads and writes as text ("1.5s", "300ms"), so a Config
-// embeds in JSON and YAML scenarios as people write durations.
-type Duration time.Duration
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// String formats d as time.Duration does.
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// MarshalText encodes d as time.Duration's String.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// UnmarshalText decodes anything time.ParseDuration accepts.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
 
 // Config is the workload of a run as plain data: how many processes, roles and members, the
 // lease, the topics, and the load (rates and mix). Start from a preset (Preset) and change
@@ -56,9 +34,9 @@ type Config struct {
 
 	// Lease is the transport's lease duration, which is also every role's transaction
 	// timeout. Holders renew every Lease/3.
-	Lease Duration `json:"lease" yaml:"lease"`
+	Lease units.Duration `json:"lease" yaml:"lease"`
 	// RequestTimeout bounds every transport call.
-	RequestTimeout Duration `json:"request_timeout" yaml:"request_timeout"`
+	RequestTimeout units.Duration `json:"request_timeout" yaml:"request_timeout"`
 
 	// Topic is the coordination topic. Empty means "fencecheck.coordination".
 	Topic string `json:"topic,omitempty" yaml:"topic,omitempty"`
@@ -79,7 +57,7 @@ type Config struct {
 	// read scans from the log start). Deleted records are missing from the final reads, so
 	// the checker reports the writes they held as lost: use it only for load runs that are
 	// not checked. (kfake applies retention every log.cleaner.backoff.ms, a broker config.)
-	Retention Duration `json:"retention,omitempty" yaml:"retention,omitempty"`
+	Retention units.Duration `json:"retention,omitempty" yaml:"retention,omitempty"`
 
 	// Load is the rates and the mix of operations.
 	Load Load `json:"load" yaml:"load"`
@@ -91,13 +69,13 @@ type Load struct {
 	// Look is the interval between a candidate's looks at its role (a read of the role's
 	// records, or a describe). A look that finds no lease renewed within Lease (by the
 	// member's clock), or a describe that finds the role never held, makes the member acquire.
-	Look Duration `json:"look" yaml:"look"`
+	Look units.Duration `json:"look" yaml:"look"`
 	// DescribeShare is the fraction of looks that are describes rather than reads.
 	DescribeShare float64 `json:"describe_share" yaml:"describe_share"`
 	// Contend is the mean interval between a member's contention attempts: at those moments a
 	// candidate acquires even though the role looks held, deposing the holder. Zero means no
 	// contention schedule: candidates acquire only when the role looks free.
-	Contend Duration `json:"contend" yaml:"contend"`
+	Contend units.Duration `json:"contend" yaml:"contend"`
 	// WorkRate is the number of work writes per second of a holder. Zero means none.
 	WorkRate float64 `json:"work_rate" yaml:"work_rate"`
 	// WorkPayload is the payload size of a work record, in bytes.
@@ -105,12 +83,12 @@ type Load struct {
 	// BackoffMin and BackoffMax bound the backoff after a lost holding or a failed acquire:
 	// attempt n waits uniformly in [BackoffMin, min(BackoffMax, BackoffMin*2^n)] (jitter, so
 	// fenced members do not come back in step).
-	BackoffMin Duration `json:"backoff_min" yaml:"backoff_min"`
-	BackoffMax Duration `json:"backoff_max" yaml:"backoff_max"`
+	BackoffMin units.Duration `json:"backoff_min" yaml:"backoff_min"`
+	BackoffMax units.Duration `json:"backoff_max" yaml:"backoff_max"`
 	// Jitter spreads every interval by ±Jitter of its mean, in [0, 1).
 	Jitter float64 `json:"jitter" yaml:"jitter"`
 	// ReadEvery is the interval between a reader's operations.
-	ReadEvery Duration `json:"read_every" yaml:"read_every"`
+	ReadEvery units.Duration `json:"read_every" yaml:"read_every"`
 	// ReadMix weighs what a reader does.
 	ReadMix Mix `json:"read_mix" yaml:"read_mix"`
 }
@@ -153,32 +131,32 @@ func Preset(name string) (Config, error) {
 		Roles:           10,
 		MembersPerRole:  3,
 		Readers:         4,
-		Lease:           Duration(2 * time.Second),
-		RequestTimeout:  Duration(5 * time.Second),
+		Lease:           units.Duration(2 * time.Second),
+		RequestTimeout:  units.Duration(5 * time.Second),
 		TopicPartitions: 12,
 		Load: Load{
-			Look:          Duration(time.Second),
+			Look:          units.Duration(time.Second),
 			DescribeShare: 0.25,
 			WorkRate:      3,
 			WorkPayload:   32,
-			BackoffMin:    Duration(100 * time.Millisecond),
-			BackoffMax:    Duration(2 * time.Second),
+			BackoffMin:    units.Duration(100 * time.Millisecond),
+			BackoffMax:    units.Duration(2 * time.Second),
 			Jitter:        0.3,
-			ReadEvery:     Duration(500 * time.Millisecond),
+			ReadEvery:     units.Duration(500 * time.Millisecond),
 			ReadMix:       Mix{Read: 3, Describe: 2, ReadWork: 1},
 		},
 	}
 	switch name {
 	case PresetLow:
-		cfg.Load.Look = Duration(2 * time.Second)
+		cfg.Load.Look = units.Duration(2 * time.Second)
 		cfg.Load.WorkRate = 1
 	case PresetMedium:
-		cfg.Load.Contend = Duration(8 * time.Second)
+		cfg.Load.Contend = units.Duration(8 * time.Second)
 	case PresetHigh:
-		cfg.Load.Look = Duration(500 * time.Millisecond)
-		cfg.Load.Contend = Duration(2 * time.Second)
+		cfg.Load.Look = units.Duration(500 * time.Millisecond)
+		cfg.Load.Contend = units.Duration(2 * time.Second)
 		cfg.Load.WorkRate = 5
-		cfg.Load.ReadEvery = Duration(250 * time.Millisecond)
+		cfg.Load.ReadEvery = units.Duration(250 * time.Millisecond)
 	default:
 		return Config{}, fmt.Errorf("preset %q: unknown (want one of %s): %w", name, strings.Join(PresetNames(), ", "), ErrConfig)
 	}

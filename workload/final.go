@@ -31,15 +31,7 @@ const (
 // through its own transport (settledReads). The history is synced to stable storage at the
 // end. The error names the logs that could not be read; without them the run is inconclusive.
 func (wl *Workload) FinalReads(ctx context.Context) error {
-	tc := transport.NewConfig(strings.Join(wl.cl.Bootstrap(), ","), wl.cfg.Lease.D())
-	tc.ClientID = "fencecheck-" + FinalProcess
-	tc.Topic = wl.cfg.topic()
-	tc.RequestTimeout = wl.cfg.RequestTimeout.D()
-	tc.TopicPartitions = wl.cfg.TopicPartitions
-	tc.TopicReplication = wl.cfg.replication(wl.cl.Info().Brokers)
-	tc.TransactionVersion = wl.cfg.TransactionVersion
-	tc.Logger = wl.log.With("process", FinalProcess)
-	tr, err := transport.Start(ctx, tc)
+	tr, err := transport.Start(ctx, wl.transportConfig(FinalProcess))
 	if err != nil {
 		return fmt.Errorf("final reads: %w", err)
 	}

@@ -177,11 +177,10 @@ func (m *member) setHolding(tok transport.FencingToken) {
 	m.mu.Lock()
 	m.held = true
 	m.view = Holding{
-		Process: m.proc.name, Role: m.role, Member: m.id,
+		Process: m.proc.n, Role: m.role, Member: m.id,
 		Token: historyToken(tok), Since: time.Duration(m.w.rec.now()),
 	}
 	m.mu.Unlock()
-	m.w.rec.stats.holders.Add(1)
 }
 
 func (m *member) renewed(writtenAt time.Time) {
@@ -194,7 +193,6 @@ func (m *member) clearHolding() {
 	m.mu.Lock()
 	m.held = false
 	m.mu.Unlock()
-	m.w.rec.stats.holders.Add(-1)
 }
 
 // holding returns the member's view of its holding, if it holds.
@@ -251,7 +249,10 @@ func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 
 // Holding is a member's own view of a role it holds.
 type Holding struct {
-	Process, Role, Member string
+	// Process is the number (1-based) of the member's process, as the cluster's links and the
+	// nemesis number processes; cluster.ProcessName names it.
+	Process      int
+	Role, Member string
 	// Token is the token the member minted.
 	Token history.Token
 	// Since is the history time the member started holding (its acquire returned).

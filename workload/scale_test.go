@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/workload"
 )
 
@@ -41,7 +42,7 @@ func TestScale(t *testing.T) {
 			if capMembers > 0 {
 				cfg.MembersPerRole = min(p, capMembers)
 			}
-			cfg.RequestTimeout = workload.Duration(10 * time.Second)
+			cfg.RequestTimeout = units.Duration(10 * time.Second)
 			scaleRun(t, cfg, d)
 		})
 	}

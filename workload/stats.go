@@ -24,10 +24,13 @@ type Stats struct {
 	Fences int64
 	// Handoffs counts ok acquires by another member than the role's previous ok acquire.
 	Handoffs int64
-	// Holders is the number of members that believe they hold their role now; Frozen the
-	// number of members paused now.
-	Holders int
-	Frozen  int
+	// RolesHeld is the number of roles some member believes it holds now; Believers the
+	// number of members that believe they hold their role now, which exceeds RolesHeld while
+	// a deposed holder (a zombie, or one that has not noticed a handoff yet) still believes;
+	// Frozen the number of members paused now.
+	RolesHeld int
+	Believers int
+	Frozen    int
 	// HeldFraction is the fraction of Elapsed during which a role had a lease renewed within
 	// the lease duration (an ok lease write that completed at most Lease after it was
 	// invoked), averaged over roles; MinHeldFraction is the lowest role's.
@@ -65,7 +68,6 @@ type counters struct {
 	kinds    [len(opKinds)][3]atomic.Int64 // by transport.Outcome
 	fences   atomic.Int64
 	handoffs atomic.Int64
-	holders  atomic.Int64
 	frozen   atomic.Int64
 
 	// begin and end bound the measured window in history time: begin is -1 before Run, end
@@ -139,7 +141,6 @@ func (c *counters) snapshot(now int64) Stats {
 		Kinds:    make(map[history.Kind]Outcomes, len(opKinds)),
 		Fences:   c.fences.Load(),
 		Handoffs: c.handoffs.Load(),
-		Holders:  int(c.holders.Load()),
 		Frozen:   int(c.frozen.Load()),
 	}
 	if begin >= 0 {

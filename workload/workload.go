@@ -53,6 +53,7 @@ type Workload struct {
 
 // process is one transport instance and the commit gate in its dial path.
 type process struct {
+	n    int    // 1-based, as the cluster's links number processes
 	name string // "p3"
 	tr   Transport
 	gate *commitGate
@@ -124,7 +125,8 @@ func WithoutPauseWindows() Option { return optionFunc(func(o *options) { o.noPau
 // New validates cfg, checks that the file-descriptor limit can hold cfg.Processes, starts
 // one transport per process (each dialing through its own links from c), creates the
 // coordination and work topics, and lays out the members and readers. It records nothing;
-// Run does. On error nothing is left running.
+// Run does. On error nothing is left running. It logs to log as given: the caller names the
+// component and the run (seed included).
 func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, log *slog.Logger, seed uint64, opts ...Option) (_ *Workload, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -152,7 +154,7 @@ func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, 
 	}
 
 	wl := &Workload{
-		cfg: cfg, cl: c, log: log.With("seed", seed), seed: seed, faultID: o.faultIDs, pauseWindows: !o.noPauseRecs,
+		cfg: cfg, cl: c, log: log, seed: seed, faultID: o.faultIDs, pauseWindows: !o.noPauseRecs,
 		startTransport: o.startTr,
 		workTopic:      cfg.workTopic(), stopping: make(chan struct{}),
 	}
@@ -169,7 +171,7 @@ func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, 
 		}
 	}()
 	began := time.Now()
-	if err := wl.startProcesses(ctx, info); err != nil {
+	if err := wl.startProcesses(ctx); err != nil {
 		return nil, err
 	}
 	if err := wl.createTopics(ctx); err != nil {
@@ -182,7 +184,7 @@ func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, 
 }
 
 // startProcesses starts the transports, startConcurrency at a time.
-func (wl *Workload) startProcesses(ctx context.Context, info cluster.Info) error {
+func (wl *Workload) startProcesses(ctx context.Context) error {
 	cfg := wl.cfg
 	wl.procs = make([]*process, cfg.Processes)
 	sem := make(chan struct{}, startConcurrency)
@@ -193,21 +195,14 @@ func (wl *Workload) startProcesses(ctx context.Context, info cluster.Info) error
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			n := i + 1
-			p := &process{name: cluster.ProcessName(n), gate: &commitGate{arms: map[string]*gateArm{}, fire: wl.freeze}}
+			p := &process{n: n, name: cluster.ProcessName(n), gate: &commitGate{arms: map[string]*gateArm{}, fire: wl.freeze}}
 			dial, err := wl.cl.Links(ctx, n)
 			if err != nil {
 				errs[i] = fmt.Errorf("links of %s: %w", p.name, err)
 				return
 			}
-			tc := transport.NewConfig(strings.Join(wl.cl.Bootstrap(), ","), cfg.Lease.D())
-			tc.ClientID = "fencecheck-" + p.name
-			tc.Topic = cfg.topic()
-			tc.RequestTimeout = cfg.RequestTimeout.D()
-			tc.TopicPartitions = cfg.TopicPartitions
-			tc.TopicReplication = cfg.replication(info.Brokers)
-			tc.TransactionVersion = cfg.TransactionVersion
+			tc := wl.transportConfig(p.name)
 			tc.Dial = p.gate.dial(dial)
-			tc.Logger = wl.log.With("process", p.name)
 			if p.tr, err = wl.startTransport(ctx, tc); err != nil {
 				errs[i] = fmt.Errorf("start %s: %w", p.name, err)
 				return
@@ -217,6 +212,21 @@ func (wl *Workload) startProcesses(ctx context.Context, info cluster.Info) error
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// transportConfig is the transport configuration of process (a process of the run, or the
+// final reads): on the cluster's bootstrap addresses, dialing them directly until the caller
+// sets Dial.
+func (wl *Workload) transportConfig(process string) transport.Config {
+	tc := transport.NewConfig(strings.Join(wl.cl.Bootstrap(), ","), wl.cfg.Lease.D())
+	tc.ClientID = "fencecheck-" + process
+	tc.Topic = wl.cfg.topic()
+	tc.RequestTimeout = wl.cfg.RequestTimeout.D()
+	tc.TopicPartitions = wl.cfg.TopicPartitions
+	tc.TopicReplication = wl.cfg.replication(wl.cl.Info().Brokers)
+	tc.TransactionVersion = wl.cfg.TransactionVersion
+	tc.Logger = wl.log.With("process", process)
+	return tc
 }
 
 // createTopics creates the coordination and work topics through the first process and
@@ -390,7 +400,16 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) {
 }
 
 // Stats returns a snapshot of the run's counters.
-func (wl *Workload) Stats() Stats { return wl.rec.stats.snapshot(wl.rec.now()) }
+func (wl *Workload) Stats() Stats {
+	s := wl.rec.stats.snapshot(wl.rec.now())
+	held := map[string]bool{}
+	for _, h := range wl.Holders() {
+		held[h.Role] = true
+		s.Believers++
+	}
+	s.RolesHeld = len(held)
+	return s
+}
 
 // Holders lists the members that believe they hold their role now, in member order.
 func (wl *Workload) Holders() []Holding {

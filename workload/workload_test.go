@@ -18,6 +18,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/workload"
 )
 
@@ -121,7 +122,7 @@ func currentLag(path string, start time.Time) (time.Duration, error) {
 func TestPausePoints(t *testing.T) {
 	cfg := preset(t, workload.PresetLow)
 	cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers = 3, 3, 3, 1
-	cfg.Load.Look = workload.Duration(250 * time.Millisecond)
+	cfg.Load.Look = units.Duration(250 * time.Millisecond)
 	cfg.Load.WorkRate = 4
 	lease := cfg.Lease.D()
 	const pause = 2 * time.Second
@@ -380,7 +381,7 @@ func TestRetention(t *testing.T) {
 	c := startCluster(t)
 	cfg := preset(t, workload.PresetLow)
 	cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers = 1, 1, 1, 0
-	cfg.Retention = workload.Duration(90 * time.Second)
+	cfg.Retention = units.Duration(90 * time.Second)
 	ctx := context.Background()
 	wl, err := workload.New(ctx, cfg, c, history.NewWriter(&bytes.Buffer{}, history.WriterOptions{}), testLogger(t), 1)
 	if err != nil {

@@ -197,7 +197,7 @@ func Coordinator(ctx context.Context, c cluster.Cluster, txnID string) (int32, e
 		return -1, err
 	}
 	for _, b := range bs {
-		if b.Has(cluster.Role{Kind: cluster.RoleTxnCoordinator, Key: txnID}) {
+		if b.Has(cluster.BrokerRole{Kind: cluster.RoleTxnCoordinator, Key: txnID}) {
 			return b.ID, nil
 		}
 	}
@@ -328,7 +328,7 @@ func PauseLeader(t *testing.T, c cluster.Cluster) {
 	}
 	leader := int32(-1)
 	for _, b := range bs {
-		if b.Has(cluster.Role{Kind: cluster.RoleLeader, Topic: topic}) {
+		if b.Has(cluster.BrokerRole{Kind: cluster.RoleLeader, Topic: topic}) {
 			leader = b.ID
 		}
 	}

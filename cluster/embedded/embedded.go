@@ -243,19 +243,19 @@ func (c *Cluster) Brokers(ctx context.Context, q cluster.RoleQuery) ([]cluster.B
 	}
 	c.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	add := func(id int32, r cluster.Role) {
+	add := func(id int32, r cluster.BrokerRole) {
 		for i := range out {
 			if out[i].ID == id {
 				out[i].Roles = append(out[i].Roles, r)
 			}
 		}
 	}
-	add(c.controller, cluster.Role{Kind: cluster.RoleController})
+	add(c.controller, cluster.BrokerRole{Kind: cluster.RoleController})
 	for _, k := range q.TransactionalIDs {
-		add(c.kc.CoordinatorFor(k), cluster.Role{Kind: cluster.RoleTxnCoordinator, Key: k})
+		add(c.kc.CoordinatorFor(k), cluster.BrokerRole{Kind: cluster.RoleTxnCoordinator, Key: k})
 	}
 	for _, k := range q.Groups {
-		add(c.kc.CoordinatorFor(k), cluster.Role{Kind: cluster.RoleGroupCoordinator, Key: k})
+		add(c.kc.CoordinatorFor(k), cluster.BrokerRole{Kind: cluster.RoleGroupCoordinator, Key: k})
 	}
 	var errs []error
 	for _, tp := range q.Partitions {
@@ -264,7 +264,7 @@ func (c *Cluster) Brokers(ctx context.Context, q cluster.RoleQuery) ([]cluster.B
 			errs = append(errs, fmt.Errorf("leader of %s/%d: no such partition", tp.Topic, tp.Partition))
 			continue
 		}
-		add(id, cluster.Role{Kind: cluster.RoleLeader, Topic: tp.Topic, Partition: tp.Partition})
+		add(id, cluster.BrokerRole{Kind: cluster.RoleLeader, Topic: tp.Topic, Partition: tp.Partition})
 	}
 	return out, errors.Join(errs...)
 }

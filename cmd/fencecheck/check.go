@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/reports"
+	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/spf13/cobra"
 )
 
@@ -25,12 +27,15 @@ for example runs/latest. The exit code is the run's verdict.`,
 			if _, err := os.Stat(dir.History()); err != nil {
 				return usageErr("%s is not a run directory: %v", args[0], err)
 			}
-			res, err := dir.Check(c.Context(), checker.Options{Timeout: timeout, Logger: slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))})
+			res, err := scenarios.Check(c.Context(), dir, scenarios.CheckOptions{Timeout: timeout, Logger: slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))})
 			if err != nil {
 				return harnessErr(err)
 			}
 			fmt.Fprintf(c.OutOrStdout(), "%s: %s (exit %d)\n", dir, res.Verdict, res.ExitCode)
 			printFailures(c, res)
+			if res.Verdict == checker.VerdictError && res.Error != "" {
+				return harnessErr(errors.New(res.Error)) // say why, not only the exit code
+			}
 			return verdictExit(res.Verdict)
 		},
 	}

@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/spf13/cobra"
 )
@@ -66,7 +65,7 @@ Kinds:
 			}
 			for p := 1; p <= processes; p++ {
 				if _, err := cl.Links(ctx, p); err != nil {
-					return harnessErr(fmt.Errorf("links of %s: %w", cluster.ProcessName(p), err))
+					return harnessErr(fmt.Errorf("links of %s: %w", scenarios.ProcessName(p), err))
 				}
 			}
 			for _, l := range cl.Network().Links() {

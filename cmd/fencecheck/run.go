@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/fencecheck/fencecheck/cluster/containers"
 	"os"
 	"os/signal"
 	"strings"
@@ -11,9 +10,8 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
-	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/reports"
 	"github.com/fencecheck/fencecheck/scenarios"
-	"github.com/fencecheck/fencecheck/workload"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -76,7 +74,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			worst := checker.VerdictValid
-			for _, s := range list {
+			for j, s := range list {
 				for i := 0; i < f.count; i++ {
 					seed := f.seed
 					if seed != 0 {
@@ -85,7 +83,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 					out, err := scenarios.Run(ctx, s, scenarios.Options{
 						Root: f.out, Seed: seed, Console: c.OutOrStdout(), CheckTimeout: f.checkTimeout,
 						StatusEvery: statusEvery(c), Live: isTerminal(c), Transport: f.transport,
-						Command: commandLine(s, f, seed),
+						Command: commandLine(args[j], s, f),
 					})
 					if err != nil {
 						if errors.Is(err, scenarios.ErrScenario) {
@@ -108,11 +106,11 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.Uint64Var(&f.seed, "seed", 0, "root seed of every choice; 0 picks one at random (printed and stored)")
 	fl.DurationVar(&f.duration, "duration", 0, "how long the workload runs (default: the scenario's)")
 	fl.IntVar(&f.count, "count", 1, "run each scenario up to N times, stopping at the first invalid run")
-	fl.StringVar(&f.out, "out", "runs", "folder of run directories")
+	fl.StringVar(&f.out, "out", reports.DefaultRoot, "folder of run directories")
 	fl.IntVar(&f.txnVersion, "txn-version", 0, "transaction.version of the cluster: 1 or 2 (default: the scenario's)")
 	fl.StringVar(&f.kafkaVersion, "kafka-version", "", "Kafka release for a local cluster (default: what make kafka fetched)")
 	fl.StringVar(&f.kafkaImage, "kafka-image", "", "broker image of a containers cluster (default fencecheck/kafka:<version>, built by make images; or e.g. apache/kafka:4.1.2)")
-	fl.StringVar(&f.toxiImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process; e.g. fencecheck/toxiproxy:"+containers.ToxiproxyVersion+")")
+	fl.StringVar(&f.toxiImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process; e.g. fencecheck/toxiproxy:"+scenarios.ToxiproxyVersion+")")
 	fl.StringVar(&f.bootstrap, "bootstrap", "", "seed brokers of an external cluster, host:port[,host:port...]")
 	fl.StringVar(&f.toxiproxyAPI, "toxiproxy-api", "", "toxiproxy API of an external cluster's links, host:port (default: toxiproxy in this process)")
 	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
@@ -153,7 +151,7 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 		s.Cluster.ToxiproxyAPI = f.toxiproxyAPI
 	}
 	if set("duration") {
-		s.Duration = workload.Duration(f.duration)
+		s.Duration = scenarios.Duration(f.duration)
 	}
 	if set("processes") {
 		s.Workload.Processes = f.processes
@@ -182,9 +180,11 @@ func printWarnings(c *cobra.Command, s *scenarios.Scenario) {
 	}
 }
 
-// commandLine is the command that repeats one run: the scenario, its seed and every flag set.
-func commandLine(s *scenarios.Scenario, f runFlags, seed uint64) string {
-	parts := []string{"fencecheck", "run", s.Name, "--seed", fmt.Sprint(seed)}
+// commandLine is the command that repeats one run of scenario s, given as arg (a built-in name
+// or a file): every flag that shapes the run, but not the seed, which scenarios.Run appends
+// once it knows it (it picks one when --seed was not given).
+func commandLine(arg string, s *scenarios.Scenario, f runFlags) string {
+	parts := []string{"fencecheck", "run", arg}
 	add := func(flag string, v any, set bool) {
 		if set {
 			parts = append(parts, flag, fmt.Sprint(v))
@@ -267,7 +267,7 @@ func newFaultsCmd() *cobra.Command {
 		Short: "List every fault with a one-line description",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			for _, f := range nemesis.Faults() {
+			for _, f := range scenarios.Faults() {
 				fmt.Fprintf(c.OutOrStdout(), "%-18s %s\n", f.Name, f.Description)
 			}
 			return nil

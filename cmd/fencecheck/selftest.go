@@ -13,8 +13,6 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/scenarios"
-	"github.com/fencecheck/fencecheck/transport/mutant"
-	"github.com/fencecheck/fencecheck/workload"
 	"github.com/spf13/cobra"
 )
 
@@ -43,7 +41,7 @@ the completion of the first operation that shows a violation.`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			out := c.OutOrStdout()
 			if list {
-				for _, m := range mutant.List() {
+				for _, m := range scenarios.Mutants() {
 					fmt.Fprintf(out, "%-20s %s\n%-20s must break: %s (scenario %s)\n", m.Name, m.Summary, "", strings.Join(m.Guarantees, ", "), m.Scenario)
 				}
 				return nil
@@ -57,7 +55,7 @@ the completion of the first operation that shows a violation.`,
 			// The real transport runs in every scenario a mutant uses: a scenario that the real
 			// transport fails would prove nothing about the mutants.
 			var reals, rows []*selftestRow
-			for _, m := range mutant.List() {
+			for _, m := range scenarios.Mutants() {
 				if !slices.ContainsFunc(reals, func(r *selftestRow) bool { return r.scenario == m.Scenario }) {
 					reals = append(reals, &selftestRow{transport: "real", scenario: m.Scenario})
 				}
@@ -72,12 +70,12 @@ the completion of the first operation that shows a violation.`,
 				if err := f.apply(c, s); err != nil {
 					return usageErr("%v", err)
 				}
-				s.Duration = workload.Duration(f.duration)
+				s.Duration = scenarios.Duration(f.duration)
 				for i := range seeds {
 					seed := f.seed + uint64(i)
 					res, err := scenarios.Run(ctx, s, scenarios.Options{Root: f.out, Seed: seed, Transport: row.transport,
 						Console: c.ErrOrStderr(), CheckTimeout: f.checkTimeout, StatusEvery: statusEvery(c),
-						Command: selftestCommand(s, row.transport, seed)})
+						Command: selftestCommand(s, row.transport)})
 					if err != nil {
 						return harnessErr(err)
 					}
@@ -116,21 +114,22 @@ the completion of the first operation that shows a violation.`,
 
 // selftestScenario returns the scenario name: one made for a mutant, or a built-in one.
 func selftestScenario(name string) (*scenarios.Scenario, error) {
-	if b, ok := mutant.Scenario(name); ok {
+	if b, ok := scenarios.MutantScenario(name); ok {
 		return scenarios.Parse(name+".yaml", b)
 	}
 	s, _, err := scenarios.Builtin(name)
 	return s, err
 }
 
-// selftestCommand is the command that repeats one of selftest's runs. A scenario made for a
-// mutant is not built in: the command names its file in the repository.
-func selftestCommand(s *scenarios.Scenario, transport string, seed uint64) string {
-	cmd := commandLine(s, runFlags{transport: transport}, seed)
-	if _, ok := mutant.Scenario(s.Name); ok {
-		cmd = strings.Replace(cmd, " run "+s.Name+" ", " run transport/mutant/scenarios/"+s.Name+".yaml ", 1)
+// selftestCommand is the command that repeats one of selftest's runs (scenarios.Run adds the
+// seed). A scenario made for a mutant is not built in: the command names its file in the
+// repository.
+func selftestCommand(s *scenarios.Scenario, transport string) string {
+	arg := s.Name
+	if _, ok := scenarios.MutantScenario(s.Name); ok {
+		arg = "transport/mutant/scenarios/" + s.Name + ".yaml"
 	}
-	return cmd
+	return commandLine(arg, s, runFlags{transport: transport})
 }
 
 // selftestRow is what selftest learned of one transport over its seeds.

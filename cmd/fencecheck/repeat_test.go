@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// TestRepeatCommandWithoutSeed runs a scenario without --seed, takes the command its run.json
+// stores, runs that again, and requires the second run to make the same choices as the first:
+// the same fault windows on the same targets, and, for every reader and every member, the same
+// sequence of looks (what it read or described). Timing is the cluster's, so only the order and
+// the targets of the choices are compared, up to the shorter run's length.
+func TestRepeatCommandWithoutSeed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a scenario twice")
+	}
+	bin := buildBinary(t)
+	run := func(args ...string) (dir string, info runJSON) {
+		t.Helper()
+		out := t.TempDir()
+		b, err := exec.Command(bin, append(args, "--out", out)...).CombinedOutput()
+		if code := exitCode(t, err); code >= 254 {
+			t.Fatalf("%v: exit %d:\n%s", args, code, b)
+		}
+		dir, err = filepath.EvalSymlinks(filepath.Join(out, "latest"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "run.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, &info); err != nil {
+			t.Fatal(err)
+		}
+		return dir, info
+	}
+
+	// flapping picks its two target processes with the seed.
+	firstDir, first := run("run", "flapping", "--duration", "8s")
+	if first.Seed == 0 {
+		t.Fatal("run.json stores seed 0")
+	}
+	argv := strings.Fields(first.Command)
+	if len(argv) < 2 || argv[0] != "fencecheck" {
+		t.Fatalf("stored command %q does not start with fencecheck", first.Command)
+	}
+	if i := slices.Index(argv, "--seed"); i < 0 || i+1 >= len(argv) || argv[i+1] != strconv.FormatUint(first.Seed, 10) {
+		t.Fatalf("stored command %q does not repeat the run's seed %d", first.Command, first.Seed)
+	}
+	for _, f := range []string{"report.html", "junit.xml"} {
+		b, err := os.ReadFile(filepath.Join(firstDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "--seed " + strconv.FormatUint(first.Seed, 10); !strings.Contains(string(b), want) {
+			t.Errorf("%s does not show %q", f, want)
+		}
+	}
+	secondDir, second := run(argv[1:]...)
+	if second.Seed != first.Seed {
+		t.Fatalf("the repeat ran with seed %d, the original with %d", second.Seed, first.Seed)
+	}
+
+	a, b := choices(t, firstDir), choices(t, secondDir)
+	if len(a.faults) == 0 {
+		t.Fatal("the original run injected no fault: nothing to compare")
+	}
+	if !slices.Equal(a.faults, b.faults) {
+		t.Errorf("fault windows differ:\n original %q\n repeat   %q", a.faults, b.faults)
+	}
+	compared := 0
+	for who, seqA := range a.looks {
+		seqB := b.looks[who]
+		n := min(len(seqA), len(seqB))
+		if !slices.Equal(seqA[:n], seqB[:n]) {
+			t.Errorf("%s chose differently:\n original %q\n repeat   %q", who, seqA[:n], seqB[:n])
+		}
+		compared += n
+	}
+	t.Logf("seed %d: %d fault windows and %d looks of %d readers and members alike", first.Seed, len(a.faults), compared, len(a.looks))
+	if compared < 50 {
+		t.Errorf("only %d looks compared: too few to show the same schedule", compared)
+	}
+}
+
+type runJSON struct {
+	Seed    uint64 `json:"seed"`
+	Command string `json:"command"`
+}
+
+// schedule is what a run chose: its fault windows in order ("kind targets desc") and, per
+// reader or member, the sequence of its looks ("read r2", "describe r1", "read work:3").
+type schedule struct {
+	faults []string
+	looks  map[string][]string
+}
+
+func choices(t *testing.T, dir string) schedule {
+	t.Helper()
+	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := schedule{looks: map[string][]string{}}
+	for _, f := range h.Faults {
+		s.faults = append(s.faults, fmt.Sprintf("%s %v %s", f.Kind, f.Targets, f.Desc))
+	}
+	for _, op := range h.Ops {
+		if op.Kind != history.KindRead && op.Kind != history.KindDescribe {
+			continue
+		}
+		who := op.Process + "/" + op.Role + "/" + op.Member
+		if op.Member == "" { // a reader: one per process, any role
+			who = op.Process + "/reader"
+		}
+		what := string(op.Kind) + " " + op.Role
+		if op.Args.Log.Work {
+			what = string(op.Kind) + " " + op.Args.Log.String()
+		}
+		s.looks[who] = append(s.looks[who], what)
+	}
+	return s
+}

@@ -1,0 +1,90 @@
+package scenarios_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/scenarios"
+)
+
+// TestRunWithoutSeedEmbedded runs a short scenario with faults without a seed, as
+// `fencecheck run` does without --seed: the seed Run picks is the one in the stored repeat
+// command, and the harness log names every key once per line.
+func TestRunWithoutSeedEmbedded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a scenario")
+	}
+	s, _, err := scenarios.Builtin("flapping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Duration = scenarios.Duration(6 * time.Second) // the first fault starts at 4 s
+	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Command: "fencecheck run flapping --duration 6s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := out.Dir.ReadRunInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Seed == 0 || info.Seed != out.Seed {
+		t.Fatalf("run.json seed %d, outcome seed %d", info.Seed, out.Seed)
+	}
+	if want := "fencecheck run flapping --duration 6s --seed " + strconv.FormatUint(info.Seed, 10); info.Command != want {
+		t.Errorf("stored command %q, want %q", info.Command, want)
+	}
+
+	b, err := os.ReadFile(out.Dir.HarnessLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	components := map[string]bool{}
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		seen := map[string]bool{}
+		for _, kv := range logfmt(line) {
+			if seen[kv[0]] {
+				t.Errorf("harness.log line %d has %s twice: %s", i+1, kv[0], line)
+			}
+			seen[kv[0]] = true
+			if kv[0] == "component" {
+				components[kv[1]] = true
+			}
+		}
+	}
+	for _, c := range []string{"workload", "nemesis", "checker"} {
+		if !components[c] {
+			t.Errorf("harness.log has no line of component=%s", c)
+		}
+	}
+}
+
+// logfmt splits a line of slog's text handler into its key=value pairs; a quoted value may
+// hold spaces, equals signs and escaped quotes.
+func logfmt(line string) [][2]string {
+	var out [][2]string
+	for line = strings.TrimSpace(line); line != ""; line = strings.TrimSpace(line) {
+		k, rest, ok := strings.Cut(line, "=")
+		if !ok {
+			break
+		}
+		v := rest
+		if strings.HasPrefix(rest, `"`) {
+			end := 1
+			for end < len(rest) && rest[end] != '"' {
+				if rest[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			v, line = rest[:min(end+1, len(rest))], rest[min(end+1, len(rest)):]
+		} else {
+			v, line, _ = strings.Cut(rest, " ")
+		}
+		out = append(out, [2]string{k, v})
+	}
+	return out
+}
