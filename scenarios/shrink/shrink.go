@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/workload"
 )
 
 // Options configure a shrink.
@@ -93,9 +94,8 @@ type Result struct {
 	SearchTries int `json:"search_tries"`
 	// FailingSeeds are the seeds of File's failing tries (search and confirmation).
 	FailingSeeds []uint64 `json:"failing_seeds"`
-	// FirstResult is the first search's result when it reproduced too rarely and the
-	// search went back (see Options.Confirm).
-	FirstResult *Attempt `json:"first_result,omitempty"`
+	// Attempts are the results confirmed before this one, which reproduced too rarely.
+	Attempts []Attempt `json:"attempts,omitempty"`
 	// Report is the report.html of the smallest failing run.
 	Report      string      `json:"report"`
 	Candidates  []Candidate `json:"candidates"`
@@ -149,6 +149,8 @@ type shrinker struct {
 	bestFails  int
 	bestTries  int
 	minFails   int
+	// reportStale says bestReport is a run of a shorter version of the best plan.
+	reportStale bool
 	// kept are the plans kept so far, the original first, so that a result that does not
 	// reproduce often enough can go back to the last one every try of which failed.
 	kept []kept
@@ -165,6 +167,7 @@ type kept struct {
 
 // restore makes k the best plan.
 func (sh *shrinker) restore(k kept) {
+	sh.reportStale = false
 	sh.best, sh.bestSeeds, sh.bestReport, sh.bestFails, sh.bestTries = k.p, k.seeds, k.report, k.fails, k.tries
 }
 
@@ -233,26 +236,12 @@ func Run(ctx context.Context, o *Origin, opts Options) (*Result, error) {
 	sctx, cancel := context.WithDeadline(ctx, deadline)
 	sh.search(sctx)
 	cancel()
+	if err := sh.write(); err != nil {
+		return sh.res, err
+	}
 	if ctx.Err() == nil && opts.Confirm > 0 {
-		sh.confirm(ctx)
-		if back, ok := sh.flaky(); ok && ctx.Err() == nil {
-			// Keeping a candidate when any try fails lets a marginal one through (a run just
-			// long enough to fail once in three). Go back to before the first candidate that
-			// did not fail every try, and search again requiring every try to fail.
-			sh.say("the result reproduces %d/%d, below %d/%d: going back to #%d (%s) and requiring all %d tries to fail",
-				sh.res.Fails, sh.res.Tries, wantFails(opts.Confirm), opts.Confirm, back.n, back.p.shape(), opts.Tries)
-			sh.res.FirstResult = &Attempt{Shape: sh.best.shape(), Script: sh.res.Script, Fails: sh.res.Fails, Tries: sh.res.Tries}
-			sh.restore(back)
-			sh.kept = sh.kept[:1]
-			sh.kept[0] = back
-			sh.minFails = opts.Tries
-			// The second search gets what is left of the budget, and at least half of it.
-			sctx, cancel := context.WithDeadline(ctx, later(deadline, time.Now().Add(opts.Budget/2)))
-			sh.search(sctx)
-			cancel()
-			if ctx.Err() == nil {
-				sh.confirm(ctx)
-			}
+		if err := sh.settle(ctx, deadline); err != nil {
+			return sh.res, err
 		}
 	}
 	if ctx.Err() != nil {
@@ -386,16 +375,59 @@ func (sh *shrinker) search(ctx context.Context) {
 	}
 }
 
+// settle confirms the result and, while it reproduces less often than wantFails, makes it
+// more reliable and confirms again: first by going back to before the first kept candidate
+// that did not fail every try and searching again, requiring every try to fail (keeping a
+// candidate when any try fails lets a marginal one through); then by doubling the run's
+// duration, up to the original's (most failures need a handoff at the wrong moment, and a
+// longer run has more of them).
+func (sh *shrinker) settle(ctx context.Context, deadline time.Time) error {
+	wentBack := false
+	for {
+		if err := sh.write(); err != nil { // confirm tries the written file
+			return err
+		}
+		sh.confirm(ctx)
+		want := wantFails(sh.opts.Confirm)
+		if ctx.Err() != nil || sh.res.Fails >= want {
+			return nil
+		}
+		sh.res.Attempts = append(sh.res.Attempts, Attempt{Shape: sh.best.shape(), Script: sh.res.Script, Fails: sh.res.Fails, Tries: sh.res.Tries})
+		back, ok := sh.flaky()
+		switch d, orig := sh.best.s.Duration.D(), sh.res.Before.Duration; {
+		case ok && !wentBack:
+			wentBack = true
+			sh.say("the result reproduces %d/%d, below %d/%d: going back to #%d (%s) and requiring all %d tries to fail",
+				sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm, back.n, back.p.shape(), sh.opts.Tries)
+			sh.restore(back)
+			sh.kept = []kept{back}
+			sh.minFails = sh.opts.Tries
+			// The second search gets what is left of the budget, and at least half of it.
+			sctx, cancel := context.WithDeadline(ctx, later(deadline, time.Now().Add(sh.opts.Budget/2)))
+			sh.search(sctx)
+			cancel()
+		case d < orig:
+			nd := min(2*d, orig)
+			sh.say("the result reproduces %d/%d, below %d/%d: running it for %v instead of %v", sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm, nd, d)
+			sh.best.s.Duration = workload.Duration(nd)
+			sh.bestSeeds, sh.bestFails, sh.bestTries, sh.reportStale = nil, 0, 0, true
+		default:
+			sh.say("the result reproduces %d/%d, below %d/%d, and cannot be made more reliable", sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
 // wantFails is how many of n fresh tries a result must fail: 8 of 10.
 func wantFails(n int) int { return (8*n + 9) / 10 }
 
-// flaky reports whether the confirmed result fails less often than wantFails, and if so the
-// kept plan to go back to: the one before the first kept candidate that did not fail every
-// try. ok is false when there is none (every kept candidate failed every try).
+// flaky returns the kept plan to go back to when the result reproduces too rarely: the one
+// before the first kept candidate that did not fail every try. ok is false when every kept
+// candidate failed every try.
 func (sh *shrinker) flaky() (kept, bool) {
-	if sh.res.Tries == 0 || sh.res.Fails >= wantFails(sh.res.Tries) {
-		return kept{}, false
-	}
 	for i := 1; i < len(sh.kept); i++ {
 		if sh.kept[i].fails < sh.kept[i].tries {
 			return sh.kept[i-1], true
@@ -440,8 +472,9 @@ func (sh *shrinker) confirm(ctx context.Context) {
 	}
 	sh.res.Fails, sh.res.Tries = fails, tries
 	sh.bestSeeds = append(slices.Clone(sh.bestSeeds), seeds...)
-	if sh.bestReport == sh.o.Report && report != "" {
-		sh.bestReport = report // a run of the minimal scenario, not the original
+	if (sh.bestReport == sh.o.Report || sh.reportStale) && report != "" {
+		sh.bestReport = report // a run of the minimal scenario, not the original or a shorter one
+		sh.reportStale = false
 	}
 }
 

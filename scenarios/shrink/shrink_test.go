@@ -14,8 +14,9 @@ import (
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
-// chaosShort is chaos made fast: a random fault every 1.5 s on a high-contention workload
-// of 6 processes, for 8 s. The mutant below breaks fencing in most such runs.
+// chaosShort is chaos made fast: a random fault every 1.2 s on a high-contention workload
+// of 6 processes, for 6 s (three leases, the shortest run shrinking tries). The mutant below
+// breaks fencing in most such runs.
 const chaosShort = `
 name: chaos-short
 cluster: {kind: embedded}
@@ -27,12 +28,12 @@ workload:
   readers: 2
 nemesis:
   random:
-    interval: 1500ms
+    interval: 1200ms
     for: 1s
-duration: 8s
+duration: 6s
 `
 
-const mutantName = "mutant:lease-outside-txn"
+const mutantName = "mutant:ack-fenced"
 
 var (
 	originOnce sync.Once
@@ -124,7 +125,8 @@ func faults(t *testing.T, dir string) []history.Fault {
 }
 
 // TestShrinkMutantChaos shrinks a mutant's chaos failure and requires the target: at most 2
-// fault steps, at most 4 processes, and at least 8 of 10 fresh tries failing the same way.
+// fault steps, at most 4 processes, and a reproduction rate of at least 8 in 10, measured over
+// 5 fresh tries to keep the test short (at least 4 must fail).
 func TestShrinkMutantChaos(t *testing.T) {
 	dir := failingChaos(t)
 	o, err := Load(dir)
@@ -133,7 +135,7 @@ func TestShrinkMutantChaos(t *testing.T) {
 	}
 	out := t.TempDir()
 	var progress strings.Builder
-	res, err := Run(context.Background(), o, Options{Out: out, Budget: 25 * time.Second, Tries: 2, Confirm: 10, Progress: &progress})
+	res, err := Run(context.Background(), o, Options{Out: out, Budget: 30 * time.Second, Tries: 2, Confirm: 5, Progress: &progress})
 	t.Logf("progress:\n%s", progress.String())
 	if err != nil {
 		t.Fatal(err)
@@ -144,8 +146,8 @@ func TestShrinkMutantChaos(t *testing.T) {
 	if res.After.Faults > 2 || res.After.Processes > 4 {
 		t.Errorf("result %s: want at most 2 faults and 4 processes", res.After)
 	}
-	if res.Tries != 10 || res.Fails < 8 {
-		t.Errorf("result reproduces %d/%d, want at least 8/10", res.Fails, res.Tries)
+	if res.Tries != 5 || res.Fails < 4 {
+		t.Errorf("result reproduces %d/%d, want at least 4/5", res.Fails, res.Tries)
 	}
 	s, err := scenarios.Find(filepath.Join(out, ScenarioFile))
 	if err != nil {
