@@ -345,6 +345,11 @@ func (sh *shrinker) eval(ctx context.Context, p plan, what string) bool {
 
 // search applies the reductions until none helps or ctx ends.
 func (sh *shrinker) search(ctx context.Context) {
+	defer func() {
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			sh.say("budget spent after %d candidates", len(sh.res.Candidates))
+		}
+	}()
 	for ctx.Err() == nil {
 		progress := false
 		for _, r := range reductions {
@@ -369,9 +374,6 @@ func (sh *shrinker) search(ctx context.Context) {
 			sh.say("no reduction helps any more after %d candidates", len(sh.res.Candidates))
 			return
 		}
-	}
-	if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-		sh.say("budget %v spent after %d candidates", sh.opts.Budget, len(sh.res.Candidates))
 	}
 }
 
