@@ -96,3 +96,50 @@ func TestLoadRefusesAValidRun(t *testing.T) {
 		t.Fatalf("Load of a missing directory: %v", err)
 	}
 }
+
+// TestReductions checks what the time reductions propose for a 40 s run with a 2 s lease.
+func TestReductions(t *testing.T) {
+	s, _, err := scenarios.Builtin("holder-partition")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Duration = 40e9
+	p := plan{s: *s, steps: []step{mustStep(t, "at 8s partition p1 from all for 6s"), mustStep(t, "at 30s restart b1")}}
+	whats := func(cs []cand) []string {
+		var out []string
+		for _, c := range cs {
+			sc, err := c.p.scenario()
+			if err != nil {
+				t.Errorf("%s: %v", c.what, err)
+				continue
+			}
+			out = append(out, c.what+": "+strings.Join(sc.Nemesis.Script, "; ")+" / "+sc.Duration.D().String())
+		}
+		return out
+	}
+	check := func(name string, got, want []string) {
+		t.Helper()
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s:\n%s\nwant:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	check("shortenRun", whats(shortenRun(p)), []string{
+		"run for 10s: at 8s partition p1 from all for 6s / 10s",
+		"run for 20s: at 8s partition p1 from all for 6s / 20s",
+		"run for 30s: at 8s partition p1 from all for 6s / 30s", // the restart at 30 s would not run
+	})
+	check("shortenFaults", whats(shortenFaults(p)), []string{
+		"fault 1 (partition) for 3s: at 8s partition p1 from all for 3s; at 30s restart b1 / 40s",
+	})
+	check("earlierFaults", whats(earlierFaults(p)), []string{
+		"every fault 4s earlier: at 4s partition p1 from all for 6s; at 26s restart b1 / 36s",
+		"fault 1 (partition) at 4s: at 4s partition p1 from all for 6s; at 30s restart b1 / 40s",
+		"fault 2 (restart) at 15s: at 8s partition p1 from all for 6s; at 15s restart b1 / 40s",
+	})
+	check("dropFaults", whats(dropFaults(p)), []string{
+		"drop fault 2 (restart): at 8s partition p1 from all for 6s / 40s",
+		"drop fault 1 (partition): at 30s restart b1 / 40s",
+	})
+	p.s.Duration = 7e9 // below four leases: a quarter, a half and three quarters are all under three
+	check("shortenRun at 7s", whats(shortenRun(p)), nil)
+}
