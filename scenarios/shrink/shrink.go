@@ -26,7 +26,8 @@ type Options struct {
 	// Default 3 on the embedded cluster, 1 on the others (each try starts a real cluster).
 	Tries int
 	// Confirm is how many fresh tries measure the result's reproduction rate. Default 10 on
-	// the embedded cluster, 3 on the others; negative: none.
+	// the embedded cluster, 3 on the others; negative: none. A result that fails fewer than 8
+	// in 10 is made more reliable and measured again (see settle).
 	Confirm int
 	// MinFails is how many of a candidate's tries must fail for it to be kept. Default 1: a
 	// candidate fails when any try fails the same guarantee.
