@@ -28,6 +28,8 @@ var forbidden = []struct {
 	{pkg: "nemesis/...", forbidden: []string{"transport/...", "workload/...", "checker", "checker/model", "scenarios", "reports"}},
 	{pkg: "checker/...", forbidden: []string{"transport/...", "workload/...", "nemesis/...", "cluster/...", "reports", "scenarios"}},
 	{pkg: "reports/...", forbidden: []string{"transport/...", "workload/...", "nemesis/...", "cluster/...", "scenarios"}},
+	// shrink drives whole runs through scenarios.Run; the command line only wires it.
+	{pkg: "scenarios/shrink", forbidden: []string{"cmd/..."}},
 }
 
 // match reports whether the module-relative path p matches pattern (exact, "x/..." for x and

@@ -56,6 +56,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--transport", "mutant:nope"}, "no such mutant"},
 		{[]string{"check"}, "takes 1 argument"},
 		{[]string{"check", t.TempDir()}, "not a run directory"},
+		{[]string{"shrink"}, "takes 1 argument"},
+		{[]string{"shrink", t.TempDir()}, "cannot shrink"},
 	}
 	for _, tc := range tests {
 		out, err := exec.Command(bin, tc.args...).CombinedOutput()

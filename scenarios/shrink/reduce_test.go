@@ -1,0 +1,145 @@
+package shrink
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/reports"
+	"github.com/fencecheck/fencecheck/scenarios"
+)
+
+func mustStep(t *testing.T, line string) nemesis.Step {
+	t.Helper()
+	st, err := nemesis.ParseStep(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestRemapSteps(t *testing.T) {
+	steps := []step{
+		mustStep(t, "at 1s partition p2,p6 from b0 for 2s"),
+		mustStep(t, "at 2s freeze holder of r4 for 4s"),
+		mustStep(t, "at 3s kill coordinator of r3 for 2s"),
+	}
+	got := remapSteps(steps, 4, 2)
+	want := []string{
+		"at 1s partition p2 from b0 for 2s", // p6 is p2 among 4 processes
+		"at 2s freeze holder of r2 for 4s",
+		"at 3s kill coordinator of r1 for 2s",
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Errorf("step %d: %q, want %q", i, got[i].String(), want[i])
+		}
+	}
+	if steps[0].Target.Processes.IDs[1] != 6 {
+		t.Error("remapSteps changed its input")
+	}
+}
+
+func TestExplicitFromWindows(t *testing.T) {
+	s, _, err := scenarios.Builtin("chaos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &history.History{
+		Ops: []history.Op{{ID: 1, Invoke: 900e6}, {ID: 2, Invoke: 800e6}},
+		Faults: []history.Fault{
+			{ID: 1, Kind: "limit-data", Targets: []string{"p3->b0", "p3->b1", "p3->b2"}, Start: 8_830e6, End: 12_900e6},
+			{ID: 2, Kind: "isolate", Targets: []string{"b1", "b1->b0", "b1->b2"}, Start: 16_800e6, End: 21e9},
+			{ID: 3, Kind: history.KindMemberPause, Targets: []string{"p2/r3/m1"}, Role: "r3", Start: 24_810e6, End: 29e9},
+			{ID: 4, Kind: "move-coordinator", Targets: []string{"txn:fencecheck.1-1.coordination/r2"}, Start: 32_800e6, End: 37e9},
+			{ID: 5, Kind: "restart", Targets: []string{"b2"}, Start: 40_800e6, End: 45e9},
+		},
+	}
+	steps, err := Explicit(s, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"at 8s limit-data p3 from b0,b1,b2 for 4s",
+		"at 16s isolate b1 for 4s",
+		"at 24s freeze holder of r3 for 4s", // twice the 2 s lease
+		"at 32s move-coordinator of r2 for 4s",
+		"at 40s restart b2",
+	}
+	if got := stepLines(steps); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("script:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLoadRefusesAValidRun: a run that broke no guarantee is a usage error naming why.
+func TestLoadRefusesAValidRun(t *testing.T) {
+	dir := t.TempDir()
+	d := reports.Dir(dir)
+	info := &reports.RunInfo{Scenario: "steady", Seed: 1, Expanded: []byte(`{"name":"steady","cluster":{"kind":"embedded"},"workload":{"preset":"high","processes":3,"roles":1,"members_per_role":3,"readers":0,"lease":"2s","request_timeout":"5s","topic_partitions":1,"load":{"look":"1s","work_payload":1,"backoff_min":"100ms","backoff_max":"1s","read_every":"1s"}},"duration":"5s"}`)}
+	if err := d.WriteRunInfo(info); err != nil {
+		t.Fatal(err)
+	}
+	res := &checker.Results{Format: checker.ResultsFormat, Verdict: checker.VerdictValid,
+		Checks: []checker.Result{{Name: "fenced-stale-write", Verdict: checker.VerdictValid}}}
+	if err := res.WriteFile(d.Results()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(dir)
+	if !errors.Is(err, ErrNotShrinkable) || !strings.Contains(err.Error(), "not invalid on any guarantee") {
+		t.Fatalf("Load of a valid run: %v", err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing")); !errors.Is(err, ErrNotShrinkable) {
+		t.Fatalf("Load of a missing directory: %v", err)
+	}
+}
+
+// TestReductions checks what the time reductions propose for a 40 s run with a 2 s lease.
+func TestReductions(t *testing.T) {
+	s, _, err := scenarios.Builtin("holder-partition")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Duration = 40e9
+	p := plan{s: *s, steps: []step{mustStep(t, "at 8s partition p1 from all for 6s"), mustStep(t, "at 30s restart b1")}}
+	whats := func(cs []cand) []string {
+		var out []string
+		for _, c := range cs {
+			sc, err := c.p.scenario()
+			if err != nil {
+				t.Errorf("%s: %v", c.what, err)
+				continue
+			}
+			out = append(out, c.what+": "+strings.Join(sc.Nemesis.Script, "; ")+" / "+sc.Duration.D().String())
+		}
+		return out
+	}
+	check := func(name string, got, want []string) {
+		t.Helper()
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s:\n%s\nwant:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	check("shortenRun", whats(shortenRun(p)), []string{
+		"run for 10s: at 8s partition p1 from all for 6s / 10s",
+		"run for 20s: at 8s partition p1 from all for 6s / 20s",
+		"run for 30s: at 8s partition p1 from all for 6s / 30s", // the restart at 30 s would not run
+	})
+	check("shortenFaults", whats(shortenFaults(p)), []string{
+		"fault 1 (partition) for 3s: at 8s partition p1 from all for 3s; at 30s restart b1 / 40s",
+	})
+	check("earlierFaults", whats(earlierFaults(p)), []string{
+		"every fault 4s earlier: at 4s partition p1 from all for 6s; at 26s restart b1 / 36s",
+		"fault 1 (partition) at 4s: at 4s partition p1 from all for 6s; at 30s restart b1 / 40s",
+		"fault 2 (restart) at 15s: at 8s partition p1 from all for 6s; at 15s restart b1 / 40s",
+	})
+	check("dropFaults", whats(dropFaults(p)), []string{
+		"drop fault 2 (restart): at 8s partition p1 from all for 6s / 40s",
+		"drop fault 1 (partition): at 30s restart b1 / 40s",
+	})
+	p.s.Duration = 7e9 // below four leases: a quarter, a half and three quarters are all under three
+	check("shortenRun at 7s", whats(shortenRun(p)), nil)
+}

@@ -1,0 +1,489 @@
+package shrink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/workload"
+)
+
+// Options configure a shrink.
+type Options struct {
+	// Out is the output folder: the minimal scenario, shrink.json and the candidates' runs
+	// (Out/runs). Default: DIR/shrink.
+	Out string
+	// Budget bounds the search; the confirmation tries come after it. Default 10m.
+	Budget time.Duration
+	// Tries is how often each candidate runs (seeds S, S+1, ... from the run's seed S).
+	// Default 3 on the embedded cluster, 1 on the others (each try starts a real cluster).
+	Tries int
+	// Confirm is how many fresh tries measure the result's reproduction rate. Default 10 on
+	// the embedded cluster, 3 on the others; negative: none. A result that fails fewer than 8
+	// in 10 is made more reliable and measured again (see settle).
+	Confirm int
+	// MinFails is how many of a candidate's tries must fail for it to be kept. Default 1: a
+	// candidate fails when any try fails the same guarantee.
+	MinFails int
+	// Guarantees are the guarantees a try must break to count as failing the same way.
+	// Default: every guarantee the original run broke (breaking any one of them counts).
+	Guarantees []string
+	// Progress receives one line per candidate and the summary. Default: discard.
+	Progress io.Writer
+	// CheckTimeout bounds each role's porcupine search in each try (checker default if 0).
+	CheckTimeout time.Duration
+}
+
+// Shape is what a scenario's size is measured by.
+type Shape struct {
+	Faults    int           `json:"faults"`
+	Processes int           `json:"processes"`
+	Roles     int           `json:"roles"`
+	Members   int           `json:"members"`
+	Duration  time.Duration `json:"duration_ns"`
+}
+
+func (s Shape) String() string {
+	return fmt.Sprintf("%d faults, %d processes × %d roles × %d members, %v", s.Faults, s.Processes, s.Roles, s.Members, s.Duration)
+}
+
+// Candidate is one scenario tried, and how its tries came out.
+type Candidate struct {
+	N      int      `json:"n"`
+	What   string   `json:"what"`
+	Shape  Shape    `json:"shape"`
+	Fails  int      `json:"fails"`
+	Tries  int      `json:"tries"`
+	Kept   bool     `json:"kept"`
+	Broken []string `json:"broken,omitempty"` // the target guarantees any try broke
+	Took   Duration `json:"took"`
+}
+
+// Duration is a time.Duration that reads as "1m2s" in shrink.json.
+type Duration time.Duration
+
+// MarshalText writes d in Go's form, rounded to milliseconds.
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(time.Duration(d).Round(time.Millisecond).String()), nil
+}
+
+// Result is a shrink's outcome, also written as shrink.json.
+type Result struct {
+	Origin     string   `json:"origin"` // the run directory shrunk
+	Scenario   string   `json:"scenario"`
+	Seed       uint64   `json:"seed"`
+	Transport  string   `json:"transport"`
+	Cluster    string   `json:"cluster"`
+	Guarantees []string `json:"guarantees"` // what a try must break
+	Before     Shape    `json:"before"`
+	After      Shape    `json:"after"`
+	// File is the minimal scenario file; Script its fault steps.
+	File   string   `json:"file"`
+	Script []string `json:"script"`
+	// Fails of Tries fresh tries of File broke a target guarantee (0 of 0: not measured).
+	Fails int `json:"fails"`
+	Tries int `json:"tries"`
+	// SearchFails of SearchTries tries of the best candidate failed during the search.
+	SearchFails int `json:"search_fails"`
+	SearchTries int `json:"search_tries"`
+	// FailingSeeds are the seeds of File's failing tries (search and confirmation).
+	FailingSeeds []uint64 `json:"failing_seeds"`
+	// Attempts are the results confirmed before this one, which reproduced too rarely.
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// Report is the report.html of the smallest failing run.
+	Report      string      `json:"report"`
+	Candidates  []Candidate `json:"candidates"`
+	Took        Duration    `json:"took"`
+	Interrupted bool        `json:"interrupted,omitempty"`
+}
+
+// Attempt is a result and its measured reproduction rate.
+type Attempt struct {
+	Shape  Shape    `json:"shape"`
+	Script []string `json:"script"`
+	Fails  int      `json:"fails"`
+	Tries  int      `json:"tries"`
+}
+
+// plan is a candidate: a scenario whose script is steps.
+type plan struct {
+	s     scenarios.Scenario
+	steps []step
+}
+
+func (p plan) shape() Shape {
+	w := p.s.Workload
+	return Shape{Faults: len(p.steps), Processes: w.Processes, Roles: w.Roles, Members: w.MembersPerRole, Duration: p.s.Duration.D()}
+}
+
+// scenario returns p as a validated scenario.
+func (p plan) scenario() (*scenarios.Scenario, error) {
+	s := p.s
+	s.Nemesis = scenarios.NemesisSpec{}
+	for _, st := range p.steps {
+		s.Nemesis.Script = append(s.Nemesis.Script, st.String())
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// shrinker is one search in progress.
+type shrinker struct {
+	o      *Origin
+	opts   Options
+	target []string
+	began  time.Time
+	res    *Result
+	best   plan
+	// bestFails are the seeds and the report of the best plan's failing tries.
+	bestSeeds  []uint64
+	bestReport string
+	bestFails  int
+	bestTries  int
+	minFails   int
+	// reportStale says bestReport is a run of a shorter version of the best plan.
+	reportStale bool
+	// kept are the plans kept so far, the original first, so that a result that does not
+	// reproduce often enough can go back to the last one every try of which failed.
+	kept []kept
+}
+
+// kept is a plan the search kept, with its tries.
+type kept struct {
+	p            plan
+	n            int // its candidate number (0: the original run)
+	seeds        []uint64
+	report       string
+	fails, tries int
+}
+
+// restore makes k the best plan.
+func (sh *shrinker) restore(k kept) {
+	sh.reportStale = false
+	sh.best, sh.bestSeeds, sh.bestReport, sh.bestFails, sh.bestTries = k.p, k.seeds, k.report, k.fails, k.tries
+}
+
+// Run shrinks the failing run o. It writes the best scenario so far to opts.Out after every
+// improvement, so an interrupted or killed shrink leaves its best result. When ctx ends
+// (Ctrl-C), it stops the running try, writes the best so far with Interrupted set and returns
+// it without confirmation tries. The error is non-nil only when nothing could be written.
+func Run(ctx context.Context, o *Origin, opts Options) (*Result, error) {
+	if opts.Out == "" {
+		opts.Out = filepath.Join(o.Dir, "shrink")
+	}
+	if abs, err := filepath.Abs(opts.Out); err == nil {
+		opts.Out = abs
+	}
+	embedded := o.Scenario.Cluster.Kind == scenarios.KindEmbedded
+	if opts.Budget <= 0 {
+		opts.Budget = 10 * time.Minute
+	}
+	if opts.Tries <= 0 {
+		opts.Tries = 1
+		if embedded {
+			opts.Tries = 3
+		}
+	}
+	if opts.Confirm == 0 {
+		opts.Confirm = 3
+		if embedded {
+			opts.Confirm = 10
+		}
+	}
+	if opts.MinFails <= 0 {
+		opts.MinFails = 1
+	}
+	if opts.MinFails > opts.Tries {
+		return nil, fmt.Errorf("%w: --min-fails %d is more than --tries %d", ErrNotShrinkable, opts.MinFails, opts.Tries)
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	target := opts.Guarantees
+	if len(target) == 0 {
+		target = o.Failed
+	}
+	for _, g := range target {
+		if !slices.Contains(checker.Guarantees, g) {
+			return nil, fmt.Errorf("%w: guarantee %q is not one of %s", ErrNotShrinkable, g, strings.Join(checker.Guarantees, ", "))
+		}
+	}
+	sh := &shrinker{o: o, opts: opts, target: target, began: time.Now()}
+	sh.best = plan{s: *o.Scenario, steps: wrap(o.Steps)}
+	sh.best.s.Name = o.Scenario.Name + "-min"
+	sh.best.s.Promises = nil // coverage is for valid runs; a reproducer needs only the violation
+	sh.bestSeeds = []uint64{o.Info.Seed}
+	sh.bestFails, sh.bestTries = 1, 1 // the original run
+	sh.bestReport = o.Report
+	sh.minFails = opts.MinFails
+	sh.kept = []kept{{p: sh.best, seeds: sh.bestSeeds, report: sh.bestReport, fails: 1, tries: 1}}
+	sh.res = &Result{Origin: o.Dir, Scenario: o.Scenario.Name, Seed: o.Info.Seed, Transport: o.Info.Transport,
+		Cluster: o.Scenario.Cluster.Kind, Guarantees: target, Before: sh.best.shape()}
+	sh.say("shrinking %s (seed %d, %s, %s cluster): breaks %s; %s; %d tries per candidate, budget %v",
+		o.Dir, o.Info.Seed, o.Info.Transport, sh.res.Cluster, strings.Join(target, ", "), sh.res.Before, opts.Tries, opts.Budget)
+	if err := sh.write(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(opts.Budget)
+	sctx, cancel := context.WithDeadline(ctx, deadline)
+	sh.search(sctx)
+	cancel()
+	if err := sh.write(); err != nil {
+		return sh.res, err
+	}
+	if ctx.Err() == nil && opts.Confirm > 0 {
+		if err := sh.settle(ctx, deadline); err != nil {
+			return sh.res, err
+		}
+	}
+	if ctx.Err() != nil {
+		sh.res.Interrupted = true
+		sh.say("interrupted: keeping the best so far (%s)", sh.best.shape())
+	}
+	if err := sh.write(); err != nil {
+		return sh.res, err
+	}
+	sh.say("result       %s: %s; reproduces %d/%d; report %s", sh.res.File, sh.res.After, sh.res.Fails, sh.res.Tries, sh.res.Report)
+	return sh.res, nil
+}
+
+func (sh *shrinker) say(format string, args ...any) {
+	fmt.Fprintf(sh.opts.Progress, "[%6s] %s\n", time.Since(sh.began).Round(time.Second), fmt.Sprintf(format, args...))
+}
+
+// tryOut is one try of a scenario.
+type tryOut struct {
+	seed        uint64
+	broken      []string // target guarantees it broke
+	report      string
+	interrupted bool
+}
+
+// try runs s once with seed.
+func (sh *shrinker) try(ctx context.Context, s *scenarios.Scenario, seed uint64) (tryOut, error) {
+	out, err := scenarios.Run(ctx, s, scenarios.Options{
+		Root: filepath.Join(sh.opts.Out, "runs"), Seed: seed, Transport: sh.o.Info.Transport,
+		CheckTimeout: sh.opts.CheckTimeout,
+		Command:      fmt.Sprintf("fencecheck run %s --seed %d --transport %s", filepath.Join(sh.opts.Out, "scenario.yaml"), seed, sh.o.Info.Transport),
+	})
+	if err != nil {
+		return tryOut{}, err
+	}
+	t := tryOut{seed: seed, report: out.Dir.Report(), interrupted: out.Interrupted}
+	if out.Results != nil {
+		for _, g := range Failed(out.Results) {
+			if slices.Contains(sh.target, g) {
+				t.broken = append(t.broken, g)
+			}
+		}
+	}
+	return t, nil
+}
+
+// eval runs p's tries and keeps p as the best when enough of them fail. It returns false
+// without keeping p when ctx ends during a try.
+func (sh *shrinker) eval(ctx context.Context, p plan, what string) bool {
+	s, err := p.scenario()
+	if err != nil {
+		return false // a reduction that makes no valid scenario is no candidate
+	}
+	began := time.Now()
+	c := Candidate{N: len(sh.res.Candidates) + 1, What: what, Shape: p.shape()}
+	var seeds []uint64
+	report := ""
+	for i := range sh.opts.Tries {
+		t, err := sh.try(ctx, s, sh.o.Info.Seed+uint64(i))
+		if err != nil || t.interrupted || ctx.Err() != nil {
+			if err != nil && ctx.Err() == nil {
+				sh.say("#%d %s: %v", c.N, what, err)
+			}
+			return false
+		}
+		c.Tries++
+		if len(t.broken) > 0 {
+			c.Fails++
+			seeds = append(seeds, t.seed)
+			for _, g := range t.broken {
+				if !slices.Contains(c.Broken, g) {
+					c.Broken = append(c.Broken, g)
+				}
+			}
+			if report == "" {
+				report = t.report
+			}
+		}
+	}
+	c.Took = Duration(time.Since(began))
+	c.Kept = c.Fails >= sh.minFails
+	sh.res.Candidates = append(sh.res.Candidates, c)
+	mark := "passes"
+	switch {
+	case c.Kept:
+		mark = "FAILS, kept"
+		k := kept{p: p, n: c.N, seeds: seeds, report: report, fails: c.Fails, tries: c.Tries}
+		sh.kept = append(sh.kept, k)
+		sh.restore(k)
+	case c.Fails > 0:
+		mark = "fails too rarely"
+	}
+	sh.say("#%-3d %-34s %s → %d/%d fail, %s; best: %s", c.N, what, c.Shape, c.Fails, c.Tries, mark, sh.best.shape())
+	if c.Kept {
+		if err := sh.write(); err != nil {
+			sh.say("writing the best so far: %v", err)
+		}
+	}
+	return c.Kept
+}
+
+// search applies the reductions until none helps or ctx ends.
+func (sh *shrinker) search(ctx context.Context) {
+	defer func() {
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			sh.say("budget spent after %d candidates", len(sh.res.Candidates))
+		}
+	}()
+	for ctx.Err() == nil {
+		progress := false
+		for _, r := range reductions {
+			for ctx.Err() == nil {
+				kept := false
+				for _, c := range r(sh.best) {
+					if ctx.Err() != nil {
+						return
+					}
+					if sh.eval(ctx, c.p, c.what) {
+						kept = true
+						break
+					}
+				}
+				if !kept {
+					break
+				}
+				progress = true // and try this reduction again on the new best
+			}
+		}
+		if !progress {
+			sh.say("no reduction helps any more after %d candidates", len(sh.res.Candidates))
+			return
+		}
+	}
+}
+
+// settle confirms the result and, while it reproduces less often than wantFails, makes it
+// more reliable and confirms again: first by going back to before the first kept candidate
+// that did not fail every try and searching again, requiring every try to fail (keeping a
+// candidate when any try fails lets a marginal one through); then by doubling the run's
+// duration, up to the original's (most failures need a handoff at the wrong moment, and a
+// longer run has more of them).
+func (sh *shrinker) settle(ctx context.Context, deadline time.Time) error {
+	wentBack := false
+	for {
+		if err := sh.write(); err != nil { // confirm tries the written file
+			return err
+		}
+		sh.confirm(ctx)
+		want := wantFails(sh.opts.Confirm)
+		if ctx.Err() != nil || sh.res.Fails >= want {
+			return nil
+		}
+		sh.res.Attempts = append(sh.res.Attempts, Attempt{Shape: sh.best.shape(), Script: sh.res.Script, Fails: sh.res.Fails, Tries: sh.res.Tries})
+		back, ok := sh.flaky()
+		switch d, orig := sh.best.s.Duration.D(), sh.res.Before.Duration; {
+		case ok && !wentBack:
+			wentBack = true
+			sh.say("the result reproduces %d/%d, below %d/%d: going back to #%d (%s) and requiring all %d tries to fail",
+				sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm, back.n, back.p.shape(), sh.opts.Tries)
+			sh.restore(back)
+			sh.kept = []kept{back}
+			sh.minFails = sh.opts.Tries
+			// The second search gets what is left of the budget, and at least half of it.
+			sctx, cancel := context.WithDeadline(ctx, later(deadline, time.Now().Add(sh.opts.Budget/2)))
+			sh.search(sctx)
+			cancel()
+		case d < orig:
+			nd := min(2*d, orig)
+			sh.say("the result reproduces %d/%d, below %d/%d: running it for %v instead of %v", sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm, nd, d)
+			sh.best.s.Duration = workload.Duration(nd)
+			sh.bestSeeds, sh.bestFails, sh.bestTries, sh.reportStale = nil, 0, 0, true
+		default:
+			sh.say("the result reproduces %d/%d, below %d/%d, and cannot be made more reliable", sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// wantFails is how many of n fresh tries a result must fail: 8 of 10.
+func wantFails(n int) int { return (8*n + 9) / 10 }
+
+// flaky returns the kept plan to go back to when the result reproduces too rarely: the one
+// before the first kept candidate that did not fail every try. ok is false when every kept
+// candidate failed every try.
+func (sh *shrinker) flaky() (kept, bool) {
+	for i := 1; i < len(sh.kept); i++ {
+		if sh.kept[i].fails < sh.kept[i].tries {
+			return sh.kept[i-1], true
+		}
+	}
+	return kept{}, false
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// confirm measures the written scenario's reproduction rate over fresh seeds.
+func (sh *shrinker) confirm(ctx context.Context) {
+	s, err := scenarios.Find(sh.res.File)
+	if err != nil {
+		sh.say("confirm: %v", err)
+		return
+	}
+	sh.say("confirming %s over %d fresh tries", sh.res.File, sh.opts.Confirm)
+	fails, tries := 0, 0
+	var seeds []uint64
+	report := ""
+	for i := range sh.opts.Confirm {
+		seed := sh.o.Info.Seed + 1000 + uint64(i)
+		t, err := sh.try(ctx, s, seed)
+		if err != nil || t.interrupted || ctx.Err() != nil {
+			break
+		}
+		tries++
+		if len(t.broken) > 0 {
+			fails++
+			seeds = append(seeds, seed)
+			if report == "" {
+				report = t.report
+			}
+		}
+		sh.say("  try %d/%d seed %d: %s", i+1, sh.opts.Confirm, seed, verdictWord(t))
+	}
+	sh.res.Fails, sh.res.Tries = fails, tries
+	sh.bestSeeds = append(slices.Clone(sh.bestSeeds), seeds...)
+	if (sh.bestReport == sh.o.Report || sh.reportStale) && report != "" {
+		sh.bestReport = report // a run of the minimal scenario, not the original or a shorter one
+		sh.reportStale = false
+	}
+}
+
+func verdictWord(t tryOut) string {
+	if len(t.broken) > 0 {
+		return "fails " + strings.Join(t.broken, ", ")
+	}
+	return "passes"
+}

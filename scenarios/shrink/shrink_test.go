@@ -1,0 +1,236 @@
+package shrink
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/scenarios"
+)
+
+// chaosShort is chaos made fast: a random fault every 1.2 s on a high-contention workload
+// of 6 processes, for 6 s (three leases, the shortest run shrinking tries). The mutant below
+// breaks fencing in most such runs.
+const chaosShort = `
+name: chaos-short
+cluster: {kind: embedded}
+workload:
+  preset: high
+  processes: 6
+  roles: 2
+  members_per_role: 3
+  readers: 2
+nemesis:
+  random:
+    interval: 1200ms
+    for: 1s
+duration: 6s
+`
+
+const mutantName = "mutant:ack-fenced"
+
+var (
+	originOnce sync.Once
+	originDir  string
+	originErr  string
+)
+
+// failingChaos runs chaosShort with the mutant until a run is invalid (at most 4 seeds) and
+// returns its directory; the tests share it.
+func failingChaos(t *testing.T) string {
+	t.Helper()
+	originOnce.Do(func() {
+		s, err := scenarios.Parse("chaos-short.yaml", []byte(chaosShort))
+		if err != nil {
+			originErr = err.Error()
+			return
+		}
+		root, err := os.MkdirTemp("", "shrink-origin-")
+		if err != nil {
+			originErr = err.Error()
+			return
+		}
+		for seed := uint64(1); seed <= 4; seed++ {
+			out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed, Transport: mutantName})
+			if err != nil {
+				originErr = err.Error()
+				return
+			}
+			if len(Failed(out.Results)) > 0 && out.Results.History.Faults >= 3 {
+				originDir = string(out.Dir)
+				return
+			}
+		}
+		originErr = "the mutant's chaos-short runs never failed with 3 faults or more"
+	})
+	if originErr != "" {
+		t.Fatal(originErr)
+	}
+	return originDir
+}
+
+// TestExplicitScriptReplaysTheFaults runs the explicit script made from a random schedule and
+// requires the same faults on the same targets at the same times (within 300 ms).
+func TestExplicitScriptReplaysTheFaults(t *testing.T) {
+	dir := failingChaos(t)
+	o, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Scenario.Nemesis.Random != nil || len(o.Scenario.Nemesis.Script) == 0 {
+		t.Fatalf("the loaded scenario's nemesis is not an explicit script: %+v", o.Scenario.Nemesis)
+	}
+	out, err := scenarios.Run(context.Background(), o.Scenario, scenarios.Options{Root: t.TempDir(), Seed: o.Info.Seed, Transport: mutantName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := faults(t, dir)
+	got := faults(t, string(out.Dir))
+	if len(got) != len(want) {
+		t.Fatalf("replay injected %d faults, the original %d\nscript: %q", len(got), len(want), o.Scenario.Nemesis.Script)
+	}
+	for i := range want {
+		w, g := want[i], got[i]
+		if w.Kind != g.Kind || !slices.Equal(w.Targets, g.Targets) && w.Kind != "move-coordinator" && w.Kind != history.KindMemberPause {
+			t.Errorf("fault %d: replay %s %v, original %s %v", i+1, g.Kind, g.Targets, w.Kind, w.Targets)
+		}
+		if d := time.Duration(g.Start - w.Start).Abs(); d > 300*time.Millisecond {
+			t.Errorf("fault %d (%s): replay starts %v from the original", i+1, w.Kind, d)
+		}
+	}
+}
+
+// faults returns a run's fault windows, relative to its first operation.
+func faults(t *testing.T, dir string) []history.Fault {
+	t.Helper()
+	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := h.Ops[0].Invoke
+	for _, op := range h.Ops {
+		first = min(first, op.Invoke)
+	}
+	out := slices.Clone(h.Faults)
+	for i := range out {
+		out[i].Start -= first
+	}
+	return out
+}
+
+// TestShrinkMutantChaos shrinks a mutant's chaos failure and requires the target: at most 2
+// fault steps, at most 4 processes, and a reproduction rate of at least 8 in 10, measured over
+// 5 fresh tries to keep the test short (at least 4 must fail).
+func TestShrinkMutantChaos(t *testing.T) {
+	dir := failingChaos(t)
+	o, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var progress strings.Builder
+	res, err := Run(context.Background(), o, Options{Out: out, Budget: 30 * time.Second, Tries: 2, Confirm: 5, Progress: &progress})
+	t.Logf("progress:\n%s", progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Interrupted {
+		t.Fatal("interrupted")
+	}
+	if res.After.Faults > 2 || res.After.Processes > 4 {
+		t.Errorf("result %s: want at most 2 faults and 4 processes", res.After)
+	}
+	if res.Tries != 5 || res.Fails < 4 {
+		t.Errorf("result reproduces %d/%d, want at least 4/5", res.Fails, res.Tries)
+	}
+	s, err := scenarios.Find(filepath.Join(out, ScenarioFile))
+	if err != nil {
+		t.Fatalf("the written scenario does not load: %v", err)
+	}
+	if s.Workload.Processes != res.After.Processes || len(s.Nemesis.Script) != res.After.Faults || s.Duration.D() != res.After.Duration {
+		t.Errorf("scenario.yaml (%d processes, %d steps, %v) is not the result %s", s.Workload.Processes, len(s.Nemesis.Script), s.Duration, res.After)
+	}
+	text, _ := os.ReadFile(filepath.Join(out, ScenarioFile))
+	for _, want := range []string{dir, "Reproduced", "seeds that failed", "report.html"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("scenario.yaml's comment does not mention %q:\n%s", want, text)
+		}
+	}
+	if _, err := os.Stat(res.Report); err != nil || !strings.HasPrefix(res.Report, out) {
+		t.Errorf("report %q: want a report of a run of the minimal scenario: %v", res.Report, err)
+	}
+	if len(res.FailingSeeds) == 0 {
+		t.Error("no failing seeds recorded")
+	}
+	if _, err := os.Stat(filepath.Join(out, RunLink, "report.html")); err != nil {
+		t.Errorf("%s does not lead to a report: %v", RunLink, err)
+	}
+}
+
+// TestInterruptKeepsBest cancels the shrink (Ctrl-C) as soon as it kept a first candidate and
+// requires that candidate, smaller than the original, to be written out.
+func TestInterruptKeepsBest(t *testing.T) {
+	dir := failingChaos(t)
+	o, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := t.TempDir()
+	w := &cancelOn{word: "FAILS, kept", cancel: cancel}
+	res, err := Run(ctx, o, Options{Out: out, Budget: time.Minute, Tries: 2, Confirm: 10, Progress: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Interrupted || res.Tries != 0 {
+		t.Errorf("interrupted %v after %d confirmation tries: want interrupted before any", res.Interrupted, res.Tries)
+	}
+	kept := 0
+	for _, c := range res.Candidates {
+		if c.Kept {
+			kept++
+		}
+	}
+	if kept != 1 {
+		t.Fatalf("%d candidates kept, want the 1 before the interrupt:\n%s", kept, w.b.String())
+	}
+	s, err := scenarios.Find(filepath.Join(out, ScenarioFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := res.Before, res.After
+	if after == before || after.Duration > before.Duration || after.Faults > before.Faults || after.Processes > before.Processes {
+		t.Errorf("kept %s, not smaller than the original %s", after, before)
+	}
+	if s.Duration.D() != after.Duration || len(s.Nemesis.Script) != after.Faults {
+		t.Errorf("scenario.yaml is not the best so far %s", after)
+	}
+	if _, err := os.Stat(filepath.Join(out, ResultFile)); err != nil {
+		t.Error(err)
+	}
+}
+
+// cancelOn cancels when a line containing word is written.
+type cancelOn struct {
+	mu     sync.Mutex
+	b      strings.Builder
+	word   string
+	cancel func()
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.b.Write(p)
+	if strings.Contains(string(p), c.word) {
+		c.cancel()
+	}
+	return len(p), nil
+}
