@@ -90,8 +90,9 @@ func TestImportRules(t *testing.T) {
 // commandImports lists the module packages a command may import directly. A command only
 // wires flags to the composition root (scenarios), verdicts and exit codes (checker) and the
 // run directory (reports): faults, mutants, process names, durations and the check reach it
-// through scenarios, so there is one door to each.
-var commandImports = []string{"scenarios", "checker", "reports"}
+// through scenarios, so there is one door to each. scenarios/shrink is the composition of
+// many runs, one command's worth, and reaches everything else through scenarios too.
+var commandImports = []string{"scenarios", "scenarios/shrink", "checker", "reports"}
 
 // TestCommandsOnlyWire fails when a command imports a module package other than
 // commandImports.

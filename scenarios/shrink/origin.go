@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
 	"github.com/fencecheck/fencecheck/scenarios"
@@ -163,13 +164,13 @@ func Explicit(s *scenarios.Scenario, h *history.History) ([]nemesis.Step, error)
 			return nil, fmt.Errorf("fault window %d (%s %s): %w", f.ID, f.Kind, strings.Join(f.Targets, " "), err)
 		}
 		if spec.For == 0 && !nemesis.IsEvent(name) {
-			spec.For = nemesis.Duration(defaultFor)
+			spec.For = units.Duration(defaultFor)
 			if name == "freeze" {
-				spec.For = nemesis.Duration(2 * s.Workload.Lease.D()) // freeze's own default
+				spec.For = units.Duration(2 * s.Workload.Lease.D()) // freeze's own default
 			}
 		}
 		at := max(time.Duration(f.Start-start), 0).Round(100 * time.Millisecond)
-		st := nemesis.Step{At: nemesis.Duration(at), Spec: spec}
+		st := nemesis.Step{At: units.Duration(at), Spec: spec}
 		if _, err := nemesis.ParseStep(st.String()); err != nil {
 			return nil, fmt.Errorf("fault window %d: %w", f.ID, err)
 		}

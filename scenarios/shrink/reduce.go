@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/workload"
 )
@@ -83,7 +84,7 @@ func shortenRun(p plan) []cand {
 			continue
 		}
 		q := p.clone()
-		q.s.Duration = workload.Duration(nd)
+		q.s.Duration = units.Duration(nd)
 		q.steps = slices.DeleteFunc(q.steps, func(st step) bool { return st.At.D() >= nd })
 		out = append(out, cand{q, "run for " + nd.String()})
 	}
@@ -156,7 +157,7 @@ func shortenFaults(p plan) []cand {
 			continue
 		}
 		q := p.clone()
-		q.steps[i].For = nemesis.Duration(nf)
+		q.steps[i].For = units.Duration(nf)
 		out = append(out, cand{q, fmt.Sprintf("fault %d (%s) for %v", i+1, st.Fault, nf)})
 	}
 	return out
@@ -176,9 +177,9 @@ func earlierFaults(p plan) []cand {
 	if shift := (first / 2).Round(round); shift > 0 {
 		q := p.clone()
 		for i := range q.steps {
-			q.steps[i].At -= nemesis.Duration(shift)
+			q.steps[i].At -= units.Duration(shift)
 		}
-		q.s.Duration -= workload.Duration(shift)
+		q.s.Duration -= units.Duration(shift)
 		out = append(out, cand{q, fmt.Sprintf("every fault %v earlier", shift)})
 	}
 	for i, st := range p.steps {
@@ -187,7 +188,7 @@ func earlierFaults(p plan) []cand {
 			continue
 		}
 		q := p.clone()
-		q.steps[i].At = nemesis.Duration(na)
+		q.steps[i].At = units.Duration(na)
 		out = append(out, cand{q, fmt.Sprintf("fault %d (%s) at %v", i+1, st.Fault, na)})
 	}
 	return out

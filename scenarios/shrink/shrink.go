@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/scenarios"
-	"github.com/fencecheck/fencecheck/workload"
 )
 
 // Options configure a shrink.
@@ -412,7 +412,7 @@ func (sh *shrinker) settle(ctx context.Context, deadline time.Time) error {
 		case d < orig:
 			nd := min(2*d, orig)
 			sh.say("the result reproduces %d/%d, below %d/%d: running it for %v instead of %v", sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm, nd, d)
-			sh.best.s.Duration = workload.Duration(nd)
+			sh.best.s.Duration = units.Duration(nd)
 			sh.bestSeeds, sh.bestFails, sh.bestTries, sh.reportStale = nil, 0, 0, true
 		default:
 			sh.say("the result reproduces %d/%d, below %d/%d, and cannot be made more reliable", sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm)
