@@ -90,8 +90,8 @@ func TestImportRules(t *testing.T) {
 // commandImports lists the module packages a command may import directly. A command only
 // wires flags to the composition root (scenarios), verdicts and exit codes (checker) and the
 // run directory (reports): faults, mutants, process names, durations and the check reach it
-// through scenarios, so there is one door to each. scenarios/shrink is the composition of
-// many runs, one command's worth, and reaches everything else through scenarios too.
+// through scenarios, so there is one door to each. scenarios/shrink composes many runs into
+// one search, so it is a composition root of its own, beside scenarios.
 var commandImports = []string{"scenarios", "scenarios/shrink", "checker", "reports"}
 
 // TestCommandsOnlyWire fails when a command imports a module package other than
