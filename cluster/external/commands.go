@@ -21,13 +21,13 @@ import (
 type Action string
 
 // The broker actions. Health is not a fault: it says when a broker is back.
+// There is no isolate: cutting a broker from its peers needs its peer
+// traffic behind proxies, which an external cluster does not have.
 const (
 	ActKill    Action = "kill"
 	ActPause   Action = "pause"
 	ActResume  Action = "resume"
 	ActRestart Action = "restart"
-	ActIsolate Action = "isolate"
-	ActHeal    Action = "heal"
 	ActHealth  Action = "health"
 )
 
@@ -46,8 +46,6 @@ type Commands struct {
 	Pause   string `yaml:"pause"`
 	Resume  string `yaml:"resume"`
 	Restart string `yaml:"restart"`
-	Isolate string `yaml:"isolate"`
-	Heal    string `yaml:"heal"`
 	// Health exits 0 when the broker is back. Empty: the broker is back
 	// when it answers a Kafka request sent straight to it.
 	Health string `yaml:"health"`
@@ -106,7 +104,7 @@ func LoadCommands(path string) (Commands, error) {
 
 // Validate checks every template's placeholders, naming the field.
 func (c Commands) Validate() error {
-	for _, a := range []Action{ActKill, ActPause, ActResume, ActRestart, ActIsolate, ActHeal, ActHealth} {
+	for _, a := range []Action{ActKill, ActPause, ActResume, ActRestart, ActHealth} {
 		if _, err := expand(c.template(a), target{}); err != nil {
 			return fmt.Errorf("%s: %w", a, err)
 		}
@@ -124,10 +122,6 @@ func (c Commands) template(a Action) string {
 		return c.Resume
 	case ActRestart:
 		return c.Restart
-	case ActIsolate:
-		return c.Isolate
-	case ActHeal:
-		return c.Heal
 	case ActHealth:
 		return c.Health
 	}
@@ -144,7 +138,6 @@ var faultActions = map[string][]Action{
 	"move-coordinator": {ActKill, ActRestart},
 	"restart":          {ActRestart},
 	"pause":            {ActPause, ActResume},
-	"isolate":          {ActIsolate, ActHeal},
 }
 
 // Missing names, for a fault, the commands it needs that are not given
@@ -312,7 +305,7 @@ func tailLines(s string, n int) string {
 // fencecheck put on it and has not healed, and where it is.
 type faultState struct {
 	target
-	State string `json:"state"` // "killed", "paused", "isolated"
+	State string `json:"state"` // "killed" or "paused"
 }
 
 // loadState reads the state file; a missing file is no state.
