@@ -44,6 +44,9 @@ type ClusterSpec struct {
 	// Bootstrap and ToxiproxyAPI describe an external cluster.
 	Bootstrap    string `json:"bootstrap,omitempty" yaml:"bootstrap,omitempty"`
 	ToxiproxyAPI string `json:"toxiproxy_api,omitempty" yaml:"toxiproxy_api,omitempty"`
+	// BrokerCommands is the YAML file of an external cluster's broker commands (see
+	// external.Commands); without it an external cluster has no broker faults.
+	BrokerCommands string `json:"broker_commands,omitempty" yaml:"broker_commands,omitempty"`
 }
 
 // validate names the first bad field.
@@ -68,6 +71,9 @@ func (c *ClusterSpec) validate() error {
 	}
 	if c.Kind == KindExternal && c.Bootstrap == "" {
 		return fmt.Errorf("cluster.bootstrap: required for an external cluster")
+	}
+	if c.Kind != KindExternal && c.BrokerCommands != "" {
+		return fmt.Errorf("cluster.broker_commands: only an external cluster runs broker commands (kind is %s)", c.Kind)
 	}
 	if c.Kind != KindContainers && (c.KafkaImage != "" || c.ToxiproxyImage != "") {
 		return fmt.Errorf("cluster.kafka_image, cluster.toxiproxy_image: only a containers cluster runs images (kind is %s)", c.Kind)
@@ -99,8 +105,16 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 				bootstrap = append(bootstrap, b)
 			}
 		}
+		var cmds external.Commands
+		if spec.BrokerCommands != "" {
+			var err error
+			if cmds, err = external.LoadCommands(spec.BrokerCommands); err != nil {
+				return nil, fmt.Errorf("cluster.broker_commands: %w", err)
+			}
+		}
 		return external.New(ctx, external.Options{Bootstrap: bootstrap,
-			Network: cluster.NetworkOptions{Toxiproxy: spec.ToxiproxyAPI, Logger: log}, Logger: log})
+			Network: cluster.NetworkOptions{Toxiproxy: spec.ToxiproxyAPI, Logger: log}, Logger: log,
+			Commands: cmds, LogsDir: logsDir})
 	}
 	return nil, fmt.Errorf("cluster.kind %q: %w", spec.Kind, cluster.Unsupported(spec.Kind, "start", "unknown kind"))
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/cluster/external"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/workload"
@@ -189,8 +190,28 @@ func (s *Scenario) Supports(kind string) error {
 		switch {
 		case r == "peer-links" && kind != KindLocal && kind != KindContainers:
 			return fmt.Errorf("scenario %s needs inter-broker links behind proxies, which only the local and containers clusters have (not %s)", s.Name, kind)
-		case r == "broker-faults" && kind == KindExternal:
-			return fmt.Errorf("scenario %s kills or pauses brokers, which an external cluster does not let fencecheck do", s.Name)
+		case r == "broker-faults" && kind == KindExternal && s.Cluster.BrokerCommands == "":
+			return fmt.Errorf("scenario %s kills or pauses brokers, which an external cluster does only with --broker-commands (cluster.broker_commands)", s.Name)
+		}
+	}
+	if kind == KindExternal && s.Cluster.BrokerCommands != "" {
+		cmds, err := external.LoadCommands(s.Cluster.BrokerCommands)
+		if err != nil {
+			return fmt.Errorf("cluster.broker_commands: %w", err)
+		}
+		// Faults the scenario names (script steps, a random menu it lists); a
+		// default random menu only loses the faults the cluster refuses.
+		named := s.Nemesis.Faults()
+		if s.Nemesis.Random != nil && len(s.Nemesis.Random.Faults) == 0 {
+			named = nil
+			for _, line := range s.Nemesis.Script {
+				if st, err := nemesis.ParseStep(line); err == nil {
+					named = append(named, st.Fault)
+				}
+			}
+		}
+		if err := cmds.CheckFaults(named); err != nil {
+			return fmt.Errorf("scenario %s: %w", s.Name, err)
 		}
 	}
 	return nil

@@ -5,8 +5,10 @@
 // Links work as with the other backends: each process reaches each broker
 // through its own proxy whose upstream is the broker's advertised address, as
 // the toxiproxy server sees it. Broker faults (kill, pause, resume, restart)
-// are refused with cluster.ErrUnsupported: fencecheck has no hand on brokers
-// it did not start. Only PLAINTEXT listeners are supported.
+// run the user's command templates (Commands); an action without a command is
+// refused with cluster.ErrUnsupported. Whether a fault took hold is for the
+// caller to see on the cluster: a command's exit status only says it ran.
+// Only PLAINTEXT listeners are supported.
 package external
 
 import (
@@ -39,6 +41,12 @@ type Options struct {
 	Network cluster.NetworkOptions
 	// Logger receives the backend's events. Default: discard.
 	Logger *slog.Logger
+	// Commands are the broker actions' command templates; the zero value
+	// has none, and every broker fault is unsupported.
+	Commands Commands
+	// LogsDir receives broker-commands.log: every command run, its exit
+	// status and output. "" keeps no such log.
+	LogsDir string
 }
 
 // Cluster is an attached external cluster. It implements cluster.Cluster.
@@ -52,6 +60,11 @@ type Cluster struct {
 	mu      sync.Mutex
 	closed  bool
 	brokers map[int32]string // id → advertised address, as first seen
+	// faults are the brokers a command faulted and nothing healed yet,
+	// mirrored in the state file so that a crash leaves them healable.
+	faults    map[int32]faultState
+	stateFile string
+	ops       map[int32]*sync.Mutex // serializes the commands of one broker
 }
 
 var _ cluster.Cluster = (*Cluster)(nil)
@@ -69,7 +82,17 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Network.Logger == nil {
 		opts.Network.Logger = opts.Logger
 	}
-	c := &Cluster{opts: opts, log: opts.Logger.With("cluster", Kind), brokers: make(map[int32]string)}
+	if err := opts.Commands.Validate(); err != nil {
+		return nil, &cluster.OptionError{Field: "Commands", Value: "", Reason: err.Error()}
+	}
+	c := &Cluster{opts: opts, log: opts.Logger.With("cluster", Kind), brokers: make(map[int32]string),
+		ops: make(map[int32]*sync.Mutex)}
+	if c.stateFile, err = stateFilePath(opts); err != nil {
+		return nil, err
+	}
+	if c.faults, err = loadState(c.stateFile); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			_ = c.Close(context.WithoutCancel(ctx))
@@ -91,6 +114,11 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("external cluster %v: %w (%w)", opts.Bootstrap, err, ctx.Err())
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+	// A previous run that crashed mid-fault left brokers down: heal them
+	// before anything else.
+	if err := c.healLeftovers(ctx); err != nil {
+		return nil, err
 	}
 	if err := cluster.WaitHealthy(ctx, c, c.log); err != nil {
 		return nil, err
@@ -189,7 +217,14 @@ func (c *Cluster) Brokers(ctx context.Context, q cluster.RoleQuery) ([]cluster.B
 	c.mu.Lock()
 	out := make([]cluster.Broker, 0, len(c.brokers))
 	for id, addr := range c.brokers {
-		out = append(out, cluster.Broker{ID: id, Addr: addr, State: cluster.StateUnknown})
+		st := cluster.StateUnknown
+		switch c.faults[id].State {
+		case stateKilled:
+			st = cluster.StateKilled
+		case statePaused:
+			st = cluster.StatePaused
+		}
+		out = append(out, cluster.Broker{ID: id, Addr: addr, State: st})
 	}
 	c.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -212,28 +247,6 @@ func (c *Cluster) Links(ctx context.Context, process int) (cluster.DialFunc, err
 
 // Network implements cluster.Cluster.
 func (c *Cluster) Network() *cluster.Network { return c.net }
-
-const notOurs = "fencecheck does not run these brokers"
-
-// Kill implements cluster.Cluster: unsupported.
-func (c *Cluster) Kill(ctx context.Context, id int32) error {
-	return cluster.Unsupported(Kind, "kill "+cluster.BrokerName(id), notOurs)
-}
-
-// Pause implements cluster.Cluster: unsupported.
-func (c *Cluster) Pause(ctx context.Context, id int32) error {
-	return cluster.Unsupported(Kind, "pause "+cluster.BrokerName(id), notOurs)
-}
-
-// Resume implements cluster.Cluster: unsupported.
-func (c *Cluster) Resume(ctx context.Context, id int32) error {
-	return cluster.Unsupported(Kind, "resume "+cluster.BrokerName(id), notOurs)
-}
-
-// Restart implements cluster.Cluster: unsupported.
-func (c *Cluster) Restart(ctx context.Context, id int32) error {
-	return cluster.Unsupported(Kind, "restart "+cluster.BrokerName(id), notOurs)
-}
 
 // Close implements cluster.Cluster: it removes the proxies it created (on an
 // external toxiproxy server too) and leaves the brokers alone.

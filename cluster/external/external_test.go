@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,5 +120,65 @@ func TestBootstrapRequired(t *testing.T) {
 	var oe *cluster.OptionError
 	if !errors.As(err, &oe) || oe.Field != "Bootstrap" {
 		t.Fatalf("err = %v, want an OptionError for Bootstrap", err)
+	}
+}
+
+// TestCommandFaultsStateAndHealOnStart: broker faults run the commands, Brokers reports
+// what fencecheck did, and a start with the state file of a run that crashed mid-fault
+// resumes and restarts the brokers that run left down. (kfake ignores the commands; the
+// test is of the bookkeeping; scenarios.TestScenariosExternalCommands runs real faults.)
+func TestCommandFaultsStateAndHealOnStart(t *testing.T) {
+	k := kfakeCluster(t)
+	dir := t.TempDir()
+	record := filepath.Join(dir, "ran")
+	cmd := func(a string) string { return "echo " + a + " {name} {port} >> " + record }
+	opts := external.Options{Bootstrap: k.Bootstrap(), LogsDir: dir, Commands: external.Commands{
+		Kill: cmd("kill"), Pause: cmd("pause"), Resume: cmd("resume"), Restart: cmd("restart"),
+		StateFile: filepath.Join(dir, "state.json")}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first, err := external.New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Kill(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Pause(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	bs, _ := first.Brokers(ctx, cluster.RoleQuery{})
+	states := map[int32]cluster.BrokerState{}
+	for _, b := range bs {
+		states[b.ID] = b.State
+	}
+	if states[0] != cluster.StateUnknown || states[1] != cluster.StateKilled || states[2] != cluster.StatePaused {
+		t.Errorf("states after kill b1, pause b2: %v", states)
+	}
+	first.Close(ctx) // a crash: nothing healed
+	second, err := external.New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close(ctx)
+	bs, _ = second.Brokers(ctx, cluster.RoleQuery{})
+	for _, b := range bs {
+		if b.State != cluster.StateUnknown {
+			t.Errorf("%s is %v after the next start", b.Name(), b.State)
+		}
+	}
+	data, _ := os.ReadFile(record)
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		lines = append(lines, strings.Fields(l)[0]+" "+strings.Fields(l)[1])
+	}
+	if got, want := strings.Join(lines, ", "), "kill b1, pause b2, resume b2, restart b1"; got != want {
+		t.Errorf("commands run: %s, want %s", got, want)
+	}
+	if _, err := os.Stat(opts.Commands.StateFile); !os.IsNotExist(err) {
+		t.Errorf("state file after healing: %v", err)
+	}
+	if log, _ := os.ReadFile(filepath.Join(dir, external.CommandsLog)); strings.Count(string(log), "===") != 4 {
+		t.Errorf("%s should record 4 commands:\n%s", external.CommandsLog, log)
 	}
 }

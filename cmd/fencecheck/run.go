@@ -32,6 +32,7 @@ type runFlags struct {
 	transport                  string
 	kafkaImage, toxiImage      string
 	bootstrap, toxiproxyAPI    string
+	brokerCommands             string
 }
 
 func newRun() *cobra.Command {
@@ -113,6 +114,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.StringVar(&f.toxiImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process; e.g. fencecheck/toxiproxy:"+scenarios.ToxiproxyVersion+")")
 	fl.StringVar(&f.bootstrap, "bootstrap", "", "seed brokers of an external cluster, host:port[,host:port...]")
 	fl.StringVar(&f.toxiproxyAPI, "toxiproxy-api", "", "toxiproxy API of an external cluster's links, host:port (default: toxiproxy in this process)")
+	fl.StringVar(&f.brokerCommands, "broker-commands", "", "YAML file of an external cluster's broker commands (kill, pause, resume, restart, health; see docs/external.md)")
 	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
 	fl.IntVar(&f.roles, "roles", 0, "roles (default: the scenario's)")
 	fl.IntVar(&f.members, "members", 0, "members per role (default: the scenario's)")
@@ -149,6 +151,9 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 	}
 	if set("toxiproxy-api") {
 		s.Cluster.ToxiproxyAPI = f.toxiproxyAPI
+	}
+	if set("broker-commands") {
+		s.Cluster.BrokerCommands = f.brokerCommands
 	}
 	if set("duration") {
 		s.Duration = scenarios.Duration(f.duration)
@@ -198,6 +203,7 @@ func commandLine(arg string, s *scenarios.Scenario, f runFlags) string {
 	add("--toxiproxy-image", s.Cluster.ToxiproxyImage, s.Cluster.ToxiproxyImage != "")
 	add("--bootstrap", s.Cluster.Bootstrap, s.Cluster.Bootstrap != "")
 	add("--toxiproxy-api", s.Cluster.ToxiproxyAPI, s.Cluster.ToxiproxyAPI != "")
+	add("--broker-commands", s.Cluster.BrokerCommands, s.Cluster.BrokerCommands != "")
 	add("--processes", s.Workload.Processes, true)
 	add("--roles", s.Workload.Roles, true)
 	add("--members", s.Workload.MembersPerRole, true)
