@@ -166,14 +166,21 @@ func runSoak(c *cobra.Command, args []string, f runFlags, sf soakFlags) error {
 	return soakExit(tab, ctx.Err() != nil)
 }
 
+// soakScenario is a scenario to soak and the argument that named it (a built-in name or a
+// file), which the repeat command must name too.
+type soakScenario struct {
+	*scenarios.Scenario
+	arg string
+}
+
 // soakScenarios resolves the arguments (default: every built-in scenario the cluster kind
 // supports) and applies the flags to each.
-func soakScenarios(c *cobra.Command, args []string, f *runFlags) ([]*scenarios.Scenario, error) {
+func soakScenarios(c *cobra.Command, args []string, f *runFlags) ([]soakScenario, error) {
 	explicit := len(args) > 0
 	if !explicit {
 		args = scenarios.Names()
 	}
-	var list []*scenarios.Scenario
+	var list []soakScenario
 	for _, a := range args {
 		s, err := scenarios.Find(a)
 		if err != nil {
@@ -185,13 +192,13 @@ func soakScenarios(c *cobra.Command, args []string, f *runFlags) ([]*scenarios.S
 			}
 			return nil, usageErr("%s: %v", s.Name, err)
 		}
-		list = append(list, s)
+		list = append(list, soakScenario{s, a})
 	}
 	return list, nil
 }
 
 // soakOne runs s once with seed, holding the lock file (if any) for the run.
-func soakOne(ctx context.Context, s *scenarios.Scenario, f runFlags, lock string, seed uint64) (soakRun, error) {
+func soakOne(ctx context.Context, s soakScenario, f runFlags, lock string, seed uint64) (soakRun, error) {
 	if lock != "" {
 		unlock, err := flockWait(ctx, lock)
 		if err != nil {
@@ -200,8 +207,11 @@ func soakOne(ctx context.Context, s *scenarios.Scenario, f runFlags, lock string
 		defer unlock()
 	}
 	began := time.Now()
-	command := commandLine(s, f, seed)
-	out, err := scenarios.Run(ctx, s, scenarios.Options{
+	command := commandLine(s.Scenario, f, seed)
+	if s.arg != s.Name { // a scenario file: repeating the run needs the file, not the name
+		command = strings.Replace(command, " run "+s.Name+" ", " run "+s.arg+" ", 1)
+	}
+	out, err := scenarios.Run(ctx, s.Scenario, scenarios.Options{
 		Root: filepath.Join(f.out, "runs"), Seed: seed, Console: io.Discard,
 		CheckTimeout: f.checkTimeout, Transport: f.transport, Command: command,
 	})
