@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -98,7 +99,9 @@ func runSoak(c *cobra.Command, args []string, f runFlags, sf soakFlags) error {
 	if len(tab.Runs) > 0 {
 		fmt.Fprintf(out, "continuing the soak in %s: %d runs so far\n", f.out, len(tab.Runs))
 	}
-	tab.Command = "fencecheck " + strings.Join(os.Args[1:], " ")
+	if command := "fencecheck " + strings.Join(os.Args[1:], " "); !slices.Contains(tab.Commands, command) {
+		tab.Commands = append(tab.Commands, command)
+	}
 	if tab.Started.IsZero() {
 		tab.Started = time.Now().UTC()
 	}

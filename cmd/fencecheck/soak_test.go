@@ -14,11 +14,11 @@ import (
 
 // soakJSONFile is what the tests read of soak.json.
 type soakJSONFile struct {
-	Command string    `json:"command"`
-	Stopped string    `json:"stopped"`
-	Rows    []soakRow `json:"rows"`
-	Total   soakRow   `json:"total"`
-	Runs    []soakRun `json:"runs"`
+	Commands []string  `json:"commands"`
+	Stopped  string    `json:"stopped"`
+	Rows     []soakRow `json:"rows"`
+	Total    soakRow   `json:"total"`
+	Runs     []soakRun `json:"runs"`
 	// NotValid is compared with Runs, so it is read as its own type.
 	NotValid []soakRun `json:"not_valid"`
 }
@@ -156,6 +156,9 @@ promises: [handoff]
 	}
 	if len(s.NotValid) != notValid {
 		t.Errorf("not_valid lists %d runs, the directories hold %d that are not valid", len(s.NotValid), notValid)
+	}
+	if !strings.Contains(string(md), "    fencecheck soak steady "+noHandoff) {
+		t.Errorf("soak.md does not give the soak's command:\n%s", md)
 	}
 	if !strings.Contains(string(md), "| no-handoff | embedded | 2 | 0 | 0 | 2 | 0 | 0 |") {
 		t.Errorf("soak.md lacks the no-handoff row:\n%s", md)

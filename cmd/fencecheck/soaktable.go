@@ -85,10 +85,12 @@ func (w soakRow) summary() string {
 
 // soakTable is soak.json: the counts are derived from Runs each time it is written.
 type soakTable struct {
-	Format  int       `json:"format"`
-	Command string    `json:"command"`
-	Started time.Time `json:"started"`
-	Updated time.Time `json:"updated"`
+	Format int `json:"format"`
+	// Commands are the soak commands that added runs to this table (a continued soak has
+	// several), oldest first.
+	Commands []string  `json:"commands"`
+	Started  time.Time `json:"started"`
+	Updated  time.Time `json:"updated"`
 	// Stopped says why the soak ended before its runs were done ("" if it completed or is
 	// still running).
 	Stopped  string    `json:"stopped,omitempty"`
@@ -204,7 +206,11 @@ func writeAtomic(path string, b []byte) error {
 func (t *soakTable) writeMarkdown(w io.Writer) error {
 	t.tabulate()
 	var b strings.Builder
-	fmt.Fprintf(&b, "# fencecheck soak\n\n`%s`\n\n", t.Command)
+	b.WriteString("# fencecheck soak\n\n")
+	for _, c := range t.Commands {
+		fmt.Fprintf(&b, "    %s\n", c)
+	}
+	b.WriteString("\n")
 	state := "complete or running"
 	if t.Stopped != "" {
 		state = "stopped: " + t.Stopped
