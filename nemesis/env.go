@@ -101,6 +101,18 @@ type MemberFreezer interface {
 	Thaw(ctx context.Context, m Member) error
 }
 
+// FreezeSpanner is implemented by a MemberFreezer that knows when a member actually froze and
+// resumed. A freeze's window then records that span (see the package documentation) instead
+// of the time from arming the freeze to thawing it: the member reaches its pause point some
+// time after Freeze, and a freezer may bound a freeze below what was asked (a commit held
+// back must stay under the request timeout).
+type FreezeSpanner interface {
+	// LastFreeze returns when m froze at the pause point of the freeze last armed for it and
+	// when it resumed (0 while it is frozen), as durations since Env.Start; ok is false when
+	// m has not frozen since that Freeze call.
+	LastFreeze(m Member) (froze, resumed time.Duration, ok bool)
+}
+
 // Recorder receives fault windows. *history.Writer implements it.
 type Recorder interface {
 	Append(history.Event) error

@@ -42,6 +42,7 @@ type Injection struct {
 	name string // the registered fault name, or the tracked fault's kind
 	spec Spec   // the effective spec; zero for a tracked fault
 	f    Fault
+	step int // the scripted step (1-based) this injection carries out; 0: none
 
 	mu       sync.Mutex
 	state    State
@@ -49,6 +50,23 @@ type Injection struct {
 	wid      int64 // the open window's id; 0 when none is open
 	since    time.Time
 	tookHold bool
+	// armed is set while a spanned fault (see spanned) is injected and its window not yet
+	// opened; armedAt is when Inject was called, in history time.
+	armed   bool
+	armedAt int64
+}
+
+// spanned is implemented by a fault whose effect starts and ends on its own clock, not at
+// Inject and Recover: a freeze acts from when the member reaches its pause point until it
+// resumes, which can be well after Inject and, when the freezer caps the freeze, before
+// Recover. Its window records that span, so the history and the report show what happened,
+// not what was asked for. The window opens once the fault acts (nothing changed before: a
+// crash while it is only armed leaves no window); a fault that never acted gets a window from
+// Inject to Recover that did not take hold, so the miss is on record.
+type spanned interface {
+	// Span returns when the fault began and stopped acting, in history time (ns since
+	// Env.Start): end is 0 while it still acts; ok is false when it has not acted since Inject.
+	Span() (start, end int64, ok bool)
 }
 
 // Name is the fault's registered name.
@@ -119,8 +137,13 @@ func (i *Injection) Inject(ctx context.Context) error {
 		return err
 	}
 	i.state, i.tookHold, i.since = StateInjected, false, time.Now()
-	// The window opens before the fault is applied, so a crash halfway leaves it open.
-	recErr := i.n.startWindow(i)
+	var recErr error
+	if _, ok := i.f.(spanned); ok {
+		i.armed, i.armedAt = true, i.n.now()
+	} else {
+		// The window opens before the fault is applied, so a crash halfway leaves it open.
+		recErr = i.n.startWindow(i, i.n.now())
+	}
 	err := i.f.Inject(ctx)
 	if err != nil {
 		i.n.log.Warn("inject failed", "fault", i.name, "window", i.wid, "err", err)
@@ -143,8 +166,23 @@ func (i *Injection) WaitForInjected(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", i.name, err)
 	}
 	i.tookHold = true
+	err := i.openSpan()
 	i.n.log.Info("fault took hold", "fault", i.name, "window", i.wid, "after", time.Since(start).Round(time.Millisecond))
-	return nil
+	return err
+}
+
+// openSpan opens the window of an armed spanned fault that has begun acting, at the time it
+// began (i.mu held).
+func (i *Injection) openSpan() error {
+	if !i.armed {
+		return nil
+	}
+	start, _, ok := i.f.(spanned).Span()
+	if !ok {
+		return nil
+	}
+	i.armed = false
+	return i.n.startWindow(i, start)
 }
 
 // Recover undoes the fault and closes its window (Injected → Recovered). The window closes
@@ -168,7 +206,36 @@ func (i *Injection) recover(ctx context.Context) error {
 		i.n.log.Info("fault recovered", "fault", i.name, "window", i.wid, "lasted", time.Since(i.since).Round(time.Millisecond))
 	}
 	i.state = StateRecovered
-	return errors.Join(err, i.n.endWindow(i))
+	return errors.Join(err, i.endSpan())
+}
+
+// endSpan closes the fault's window (i.mu held). A spanned fault's window ends when the fault
+// stopped acting; one that never acted gets its window from Inject to now, not held.
+func (i *Injection) endSpan() error {
+	sp, ok := i.f.(spanned)
+	if !ok {
+		return i.n.endWindow(i, i.n.now())
+	}
+	if i.armed {
+		if _, _, acted := sp.Span(); acted {
+			// It acted, but after WaitForInjected gave up: it did take hold, if late.
+			i.tookHold = true
+			if err := i.openSpan(); err != nil {
+				return err
+			}
+		} else {
+			i.armed = false
+			if err := i.n.startWindow(i, i.armedAt); err != nil {
+				return err
+			}
+			return i.n.endWindow(i, i.n.now())
+		}
+	}
+	end := i.n.now()
+	if _, e, acted := sp.Span(); acted && e > 0 {
+		end = e
+	}
+	return i.n.endWindow(i, end)
 }
 
 // WaitForRecovered returns once service is back (Recovered), or an error wrapping
@@ -270,7 +337,7 @@ func (i *Injection) status() Status {
 // windowEvent is the fault-start event of i's window id.
 func (i *Injection) windowEvent(id, at int64) history.Event {
 	e := history.Event{Type: history.TypeFaultStart, Time: at, Fault: id, Kind: i.window.Kind,
-		Targets: i.window.Targets, Desc: i.window.Desc}
+		Targets: i.window.Targets, Desc: i.window.Desc, Step: i.step}
 	if m := i.window.Member; m != nil {
 		e.Process, e.Role, e.Member = cluster.ProcessName(m.Process), m.Role, m.ID
 	}

@@ -16,7 +16,36 @@ type freeze struct {
 	m    Member
 }
 
-func newFreeze(n *Nemesis, s Spec) Fault { return &freeze{n: n, spec: s} }
+func newFreeze(n *Nemesis, s Spec) Fault {
+	f := &freeze{n: n, spec: s}
+	if sp, ok := n.env.Freezer.(FreezeSpanner); ok {
+		return &spannedFreeze{freeze: f, sp: sp}
+	}
+	return f
+}
+
+// spannedFreeze is a freeze whose freezer reports when the member actually froze and
+// resumed: its window is that span.
+type spannedFreeze struct {
+	*freeze
+	sp FreezeSpanner
+}
+
+// WaitForInjected: the freezer reports that the member froze at its pause point (it may have
+// resumed already: a short freeze still took hold).
+func (f *spannedFreeze) WaitForInjected(ctx context.Context) error {
+	return poll(ctx, ErrNotHeld, func() error {
+		if _, _, ok := f.sp.LastFreeze(f.m); !ok {
+			return fmt.Errorf("%s has not reached a pause point", f.m)
+		}
+		return nil
+	})
+}
+
+func (f *spannedFreeze) Span() (start, end int64, ok bool) {
+	froze, resumed, ok := f.sp.LastFreeze(f.m)
+	return froze.Nanoseconds(), resumed.Nanoseconds(), ok
+}
 
 // freezeFor is freeze's default duration: twice the lease, so the lease surely runs out.
 func freezeFor(env *Env) Duration { return Duration(2 * env.Lease) }

@@ -275,23 +275,23 @@ func (n *Nemesis) nextWindowID() int64 {
 	return n.lastID
 }
 
-// startWindow opens a window for i (i.mu held).
-func (n *Nemesis) startWindow(i *Injection) error {
+// startWindow opens a window for i at history time at (i.mu held).
+func (n *Nemesis) startWindow(i *Injection, at int64) error {
 	i.wid = n.nextWindowID()
-	if err := n.rec.Append(i.windowEvent(i.wid, n.now())); err != nil {
+	if err := n.rec.Append(i.windowEvent(i.wid, at)); err != nil {
 		return fmt.Errorf("record fault-start: %w", err)
 	}
 	return nil
 }
 
-// endWindow closes i's open window (i.mu held).
-func (n *Nemesis) endWindow(i *Injection) error {
+// endWindow closes i's open window at history time at (i.mu held).
+func (n *Nemesis) endWindow(i *Injection, at int64) error {
 	if i.wid == 0 {
 		return nil
 	}
 	id := i.wid
 	i.wid = 0
-	if err := n.rec.Append(history.Event{Type: history.TypeFaultEnd, Time: n.now(), Fault: id, TookHold: i.tookHold}); err != nil {
+	if err := n.rec.Append(history.Event{Type: history.TypeFaultEnd, Time: at, Fault: id, TookHold: i.tookHold}); err != nil {
 		return fmt.Errorf("record fault-end: %w", err)
 	}
 	return nil

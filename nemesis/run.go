@@ -223,18 +223,25 @@ func (r *runner) pick(rs RandomSchedule, menu *[]Spec) (*Injection, time.Duratio
 	return nil, 0, nil
 }
 
-// script runs the steps at their times, then waits for the run's context to end.
+// script runs the steps at their times, then waits for the run's context to end. Each step's
+// window carries its number (1-based, in the order given), so the checker can tell which
+// step never took hold.
 func (r *runner) script(steps []Step) {
 	n := r.n
-	order := slices.Clone(steps)
-	slices.SortStableFunc(order, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
-	for _, st := range order {
+	order := make([]int, len(steps))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(steps[a].At, steps[b].At) })
+	for _, i := range order {
+		st := steps[i]
 		if sleep(r.ctx, time.Until(r.start.Add(st.At.D()))) != nil {
 			return
 		}
 		inj, err := r.setup(st.Spec)
 		switch {
 		case err == nil:
+			inj.step = i + 1
 			r.launch(inj, inj.spec.For.D(), nil)
 		case skippable(err) || r.ctx.Err() != nil:
 			n.log.Warn("step skipped", "step", st.String(), "err", err)

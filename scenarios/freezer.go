@@ -14,7 +14,8 @@ import (
 
 // freezer lets the nemesis freeze the workload's members: it adapts workload.Freeze, which
 // waits for the member to reach its pause point, to nemesis.MemberFreezer, which arms a freeze
-// and then watches for it to take hold.
+// and then watches for it to take hold. It reports when each member actually froze and
+// resumed (nemesis.FreezeSpanner), so a freeze's window is what happened.
 type freezer struct {
 	wl *workload.Workload
 	// maxCommitHold caps a before-lease-commit freeze: the nemesis passes a safety bound
@@ -23,12 +24,21 @@ type freezer struct {
 	maxCommitHold time.Duration
 
 	mu     sync.Mutex
-	pauses map[nemesis.Member]*workload.Pause
+	pauses map[nemesis.Member]*workload.Pause // frozen now
+	last   map[nemesis.Member]*workload.Pause // the pause of the freeze armed last, once it took hold
 	armed  map[nemesis.Member]context.CancelFunc
+	gen    map[nemesis.Member]int // counts Freeze calls, so a stale arm does not report
 }
 
 func newFreezer(wl *workload.Workload, requestTimeout time.Duration) *freezer {
-	return &freezer{wl: wl, maxCommitHold: requestTimeout - requestTimeout/10, pauses: map[nemesis.Member]*workload.Pause{}, armed: map[nemesis.Member]context.CancelFunc{}}
+	return &freezer{wl: wl, maxCommitHold: commitHoldCap(requestTimeout), pauses: map[nemesis.Member]*workload.Pause{},
+		last: map[nemesis.Member]*workload.Pause{}, armed: map[nemesis.Member]context.CancelFunc{}, gen: map[nemesis.Member]int{}}
+}
+
+// commitHoldCap is the longest a before-lease-commit freeze holds a commit back: a tenth
+// under the request timeout, after which the transport abandons the commit.
+func commitHoldCap(requestTimeout time.Duration) time.Duration {
+	return requestTimeout - requestTimeout/10
 }
 
 func (f *freezer) Holder(role string) (nemesis.Member, bool) {
@@ -55,22 +65,28 @@ func (f *freezer) Freeze(ctx context.Context, m nemesis.Member, point string, d 
 	if err := f.wl.CheckFreeze(target, pt, d); err != nil {
 		return fmt.Errorf("freeze %s: %w", m, err)
 	}
-	// workload.Freeze returns once the member reached its point; the nemesis watches Frozen
-	// for that, so the freeze is armed in the background, bounded by d.
+	// workload.Freeze returns once the member reached its point; the nemesis watches for
+	// that, so the freeze is armed in the background, bounded by d.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	f.mu.Lock()
 	if old := f.armed[m]; old != nil {
 		old()
 	}
 	f.armed[m] = cancel
+	delete(f.last, m)
+	f.gen[m]++
+	gen := f.gen[m]
 	f.mu.Unlock()
 	go func() {
 		p, err := f.wl.Freeze(actx, target, pt, d)
 		if err != nil {
-			return // not reached in time, or thawed first: Frozen stays false, and the nemesis says so
+			return // not reached in time, or thawed first: the nemesis sees no freeze, and says so
 		}
 		f.mu.Lock()
 		f.pauses[m] = p
+		if f.gen[m] == gen {
+			f.last[m] = p
+		}
 		f.mu.Unlock()
 		if actx.Err() != nil { // thawed while the member was reaching its point
 			p.Thaw()
@@ -88,16 +104,37 @@ func (f *freezer) Frozen(m nemesis.Member) bool {
 	return false
 }
 
-func (f *freezer) Thaw(_ context.Context, m nemesis.Member) error {
+// LastFreeze reports the pause of the freeze armed last for m: when m froze and resumed.
+func (f *freezer) LastFreeze(m nemesis.Member) (froze, resumed time.Duration, ok bool) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	p := f.last[m]
+	f.mu.Unlock()
+	if p == nil {
+		return 0, 0, false
+	}
+	end, _ := p.End()
+	return p.Start, end, true
+}
+
+// Thaw disarms m's freeze and resumes m, waiting (up to ctx) until it has resumed, so that
+// LastFreeze knows when.
+func (f *freezer) Thaw(ctx context.Context, m nemesis.Member) error {
+	f.mu.Lock()
 	if cancel := f.armed[m]; cancel != nil {
 		cancel()
 		delete(f.armed, m)
 	}
-	if p := f.pauses[m]; p != nil {
-		p.Thaw()
-		delete(f.pauses, m)
+	p := f.pauses[m]
+	delete(f.pauses, m)
+	f.mu.Unlock()
+	if p == nil {
+		return nil
 	}
-	return nil
+	p.Thaw()
+	select {
+	case <-p.Done():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("thaw %s: it did not resume: %w", m, ctx.Err())
+	}
 }

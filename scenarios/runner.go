@@ -79,6 +79,9 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	if opts.Seed == 0 {
 		opts.Seed = randomSeed()
 	}
+	if s.usedCluster != s.Cluster.Kind {
+		s.UseCluster(s.Cluster.Kind) // nobody applied the kind's timing (see UseCluster)
+	}
 	if err := s.Supports(s.Cluster.Kind); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrScenario, err)
 	}
@@ -105,6 +108,9 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	r.say("fencecheck %s: seed %d, %s cluster, %d processes × %d roles × %d members, %v → %s",
 		s.Name, opts.Seed, s.Cluster.Kind, s.Workload.Processes, s.Workload.Roles, s.Workload.MembersPerRole,
 		s.Duration, dir)
+	for _, w := range s.Warnings() {
+		r.log.Warn("scenario: " + w)
+	}
 	if err := r.writeRunInfo(false); err != nil {
 		return nil, err
 	}
@@ -208,6 +214,15 @@ func (r *runner) startCluster(ctx context.Context) error {
 	meta.Seed = r.opts.Seed
 	meta.Started = r.started.UTC().Format(time.RFC3339)
 	meta.Promises = r.s.Promises
+	switch {
+	case r.s.Nemesis.Random != nil:
+		meta.Schedule = history.ScheduleRandom
+	case len(r.s.Nemesis.Script) > 0:
+		meta.Schedule = history.ScheduleScript
+		for _, line := range r.s.Nemesis.Script {
+			meta.Script = append(meta.Script, strings.Join(strings.Fields(line), " "))
+		}
+	}
 	if r.hist, err = history.Create(r.dir.History(), meta, history.WriterOptions{}); err != nil {
 		return err
 	}

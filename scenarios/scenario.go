@@ -45,6 +45,39 @@ type Scenario struct {
 	// Requires names what the cluster must support beyond the default (for example
 	// "peer-links" for isolate-broker); a cluster kind without it is refused.
 	Requires []string `json:"requires,omitempty" yaml:"requires,omitempty"`
+	// OnKafka replaces the duration and the script when the cluster runs Apache Kafka
+	// brokers (every kind but embedded; see UseCluster): a Kafka broker takes seconds to
+	// rejoin after a kill or a restart where the embedded cluster takes milliseconds, so a
+	// timeline sized for the embedded cluster (CI runs every scenario there) may not fit.
+	OnKafka *Timing `json:"on_kafka,omitempty" yaml:"on_kafka,omitempty"`
+
+	// usedCluster is the cluster kind UseCluster last applied (Run applies the scenario's
+	// own kind when nobody did).
+	usedCluster string
+}
+
+// Timing is what a scenario changes for a slower cluster; zero fields keep the scenario's.
+type Timing struct {
+	// Duration replaces the scenario's duration.
+	Duration workload.Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
+	// Script replaces the scenario's nemesis script (a scripted scenario only).
+	Script []string `json:"script,omitempty" yaml:"script,omitempty"`
+}
+
+// UseCluster sets the cluster kind and applies the timing meant for it: OnKafka on every kind
+// but embedded. Call it before other overrides (a --duration flag), which then win.
+func (s *Scenario) UseCluster(kind string) {
+	s.Cluster.Kind = kind
+	s.usedCluster = kind
+	if kind == KindEmbedded || kind == "" || s.OnKafka == nil {
+		return
+	}
+	if s.OnKafka.Duration > 0 {
+		s.Duration = s.OnKafka.Duration
+	}
+	if len(s.OnKafka.Script) > 0 {
+		s.Nemesis.Script = slices.Clone(s.OnKafka.Script)
+	}
 }
 
 // WorkloadSpec is a workload preset plus overrides: every field of workload.Config may be set
@@ -120,6 +153,19 @@ func (s *Scenario) Validate() error {
 	}
 	if s.Duration <= 0 {
 		return bad(fmt.Errorf("duration: %v, want a positive duration such as 30s", s.Duration))
+	}
+	if k := s.OnKafka; k != nil {
+		if k.Duration < 0 {
+			return bad(fmt.Errorf("on_kafka.duration: %v must not be negative", k.Duration))
+		}
+		if len(k.Script) > 0 && s.Nemesis.Random != nil {
+			return bad(errors.New("on_kafka.script: the scenario's schedule is random; a script cannot replace it"))
+		}
+		for i, line := range k.Script {
+			if _, err := nemesis.ParseStep(line); err != nil {
+				return bad(fmt.Errorf("on_kafka.script[%d]: %w", i, err))
+			}
+		}
 	}
 	known := checker.Promises()
 	for i, p := range s.Promises {

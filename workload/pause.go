@@ -82,10 +82,22 @@ type Pause struct {
 	done     chan struct{}
 	thaw     chan struct{}
 	thawOnce sync.Once
+	end      time.Duration // set before done is closed
 }
 
 // Done is closed once the member has resumed and the window's end is recorded.
 func (p *Pause) Done() <-chan struct{} { return p.done }
+
+// End returns the history time at which the member resumed, and false while it is frozen.
+// It can be shorter than Start+Duration: a thaw, or the end of the run, resumes it early.
+func (p *Pause) End() (time.Duration, bool) {
+	select {
+	case <-p.done:
+		return p.end, true
+	default:
+		return 0, false
+	}
+}
 
 // Thaw ends the pause early. It does not wait; see Done.
 func (p *Pause) Thaw() { p.thawOnce.Do(func() { close(p.thaw) }) }
@@ -298,8 +310,10 @@ func (wl *Workload) freeze(r *pauseReq, m *member) {
 	}
 	t.Stop()
 
+	end := wl.rec.now()
+	p.end = time.Duration(end)
 	if wl.pauseWindows {
-		wl.rec.append(history.Event{Type: history.TypeFaultEnd, Fault: p.Fault, Time: wl.rec.now(), TookHold: true})
+		wl.rec.append(history.Event{Type: history.TypeFaultEnd, Fault: p.Fault, Time: end, TookHold: true})
 	}
 	m.frozen.Store(false)
 	wl.rec.stats.frozen.Add(-1)

@@ -402,6 +402,10 @@ func (d *decoder) decodeLine(line []byte, e *Event) error {
 			e.Error, err = l.str(d)
 		case "fault":
 			e.Fault, err = l.int(64)
+		case "step":
+			var v int64
+			v, err = l.int(32)
+			e.Step = int(v)
 		case "targets":
 			err = l.array(func() error {
 				s, err := l.str(d)

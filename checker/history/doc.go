@@ -60,7 +60,10 @@
 // # Faults
 //
 // The nemesis records each fault as a window: "fault-start" (fault id, kind, targets,
-// description) and "fault-end" (with took_hold when the nemesis verified that the fault held).
-// A paused member is a window of kind [KindMemberPause] that also names the process, role and
-// member. A window without an end lasted until the run stopped.
+// description, and "step", the number of the scripted step it carries out, when the header's
+// meta lists a script) and "fault-end" (with took_hold when the nemesis verified that the fault
+// held). A paused member is a window of kind [KindMemberPause] that also names the process,
+// role and member; its window is the time the member was actually frozen, from reaching its
+// pause point until it resumed, not the time the freeze was armed or asked for. A window
+// without an end lasted until the run stopped.
 package history

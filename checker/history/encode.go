@@ -60,6 +60,9 @@ func appendEvent(buf []byte, e *Event) ([]byte, error) {
 		buf = appendOptString(buf, "process", e.Process)
 		buf = appendOptString(buf, "role", e.Role)
 		buf = appendOptString(buf, "member", e.Member)
+		if e.Step != 0 {
+			buf = appendInt(buf, "step", int64(e.Step))
+		}
 		if len(e.Targets) > 0 {
 			buf = append(buf, `,"targets":[`...)
 			for i, t := range e.Targets {

@@ -287,9 +287,22 @@ type Meta struct {
 	ProducerIDs string `json:"producer_ids,omitempty"`
 	// Promises are the coverage the scenario promises (for example "handoff", "fence"), so an
 	// offline re-check judges coverage as the run did.
-	Promises []string          `json:"promises,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
+	Promises []string `json:"promises,omitempty"`
+	// Schedule is the fault schedule's kind: ScheduleScript, ScheduleRandom, or empty when
+	// the run had no faults (or the writer did not say). A run with a schedule must show
+	// faults that took hold (the fault-took-hold coverage).
+	Schedule string `json:"schedule,omitempty"`
+	// Script is a scripted schedule's steps as the scenario wrote them, in the scenario's
+	// order; a fault window names its step by number (Event.Step, 1-based).
+	Script []string          `json:"script,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 }
+
+// Fault schedule kinds for [Meta.Schedule].
+const (
+	ScheduleScript = "script"
+	ScheduleRandom = "random"
+)
 
 // Producer-id orderings for [Meta.ProducerIDs].
 const (
@@ -302,7 +315,8 @@ const (
 //   - header: Format (set by the writer when zero) and Meta;
 //   - invoke: ID, Time, Client (porcupine client id), Process, Member, Role, Kind, Args;
 //   - ok, fail, info: ID, Time, Result (ok), Error (the error class, fail and info);
-//   - fault-start: Fault, Time, Kind, Targets, Desc, and Process, Role, Member for a pause;
+//   - fault-start: Fault, Time, Kind, Targets, Desc, Step (a scripted step's number), and
+//     Process, Role, Member for a pause;
 //   - fault-end: Fault, Time, TookHold.
 type Event struct {
 	Type EventType
@@ -319,6 +333,7 @@ type Event struct {
 	Error   string
 
 	Fault    int64 // fault window id, unique in the run
+	Step     int   // the scripted step (1-based, in Meta.Script) the window carries out; 0: none
 	Targets  []string
 	Desc     string
 	TookHold bool

@@ -61,6 +61,7 @@ type Fault struct {
 	Process  string // member pauses
 	Role     string
 	Member   string
+	Step     int // the scripted step (1-based, in Meta.Script) it carries out; 0: none
 	Start    int64
 	End      int64 // Never while the window never closed
 	TookHold bool
@@ -166,7 +167,7 @@ func (b *Builder) Add(e *Event) error {
 		b.faults[e.Fault] = int32(len(b.h.Faults))
 		b.h.Faults = append(b.h.Faults, Fault{
 			ID: e.Fault, Kind: e.Kind, Targets: e.Targets, Desc: e.Desc,
-			Process: e.Process, Role: e.Role, Member: e.Member,
+			Process: e.Process, Role: e.Role, Member: e.Member, Step: e.Step,
 			Start: e.Time, End: Never,
 		})
 		return nil

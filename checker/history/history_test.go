@@ -101,6 +101,7 @@ type wire struct {
 	} `json:"result"`
 	Error    string        `json:"error"`
 	Fault    int64         `json:"fault"`
+	Step     int           `json:"step"`
 	Targets  []string      `json:"targets"`
 	Desc     string        `json:"desc"`
 	TookHold bool          `json:"took_hold"`
@@ -115,6 +116,7 @@ func (w *wire) event(t testing.TB) history.Event {
 	}
 	e.Time, e.ID, e.Client, e.Process, e.Member, e.Role, e.Kind = w.Time, w.ID, w.Client, w.Process, w.Member, w.Role, history.Kind(w.Kind)
 	e.Error, e.Fault, e.Targets, e.Desc, e.TookHold, e.Format, e.Meta = w.Error, w.Fault, w.Targets, w.Desc, w.TookHold, w.Format, w.Meta
+	e.Step = w.Step
 	if a := w.Args; a != nil {
 		if a.Token != nil {
 			e.Args.Token = *a.Token
@@ -169,6 +171,45 @@ func TestEveryLineIsJSONThatEncodingJSONReadsTheSame(t *testing.T) {
 	}
 	if lines < 100 {
 		t.Fatalf("only %d lines", lines)
+	}
+}
+
+func TestScheduleAndStepsSurviveTheFile(t *testing.T) {
+	meta := history.Meta{Scenario: "s", Schedule: history.ScheduleScript,
+		Script: []string{"at 4s freeze holder of r1 for 4s", "at 9s kill leader of r2 for 3s"}}
+	events := []history.Event{
+		{Type: history.TypeHeader, Meta: &meta},
+		{Type: history.TypeFaultStart, Fault: 1, Time: 5, Kind: "kill", Targets: []string{"b1"}, Step: 2},
+		{Type: history.TypeFaultEnd, Fault: 1, Time: 9, TookHold: true},
+		{Type: history.TypeFaultStart, Fault: 2, Time: 6, Kind: "latency"},
+	}
+	var buf bytes.Buffer
+	for _, e := range events {
+		line, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(append(line, '\n'))
+	}
+	if !strings.Contains(buf.String(), `"step":2`) || strings.Count(buf.String(), `"step"`) != 1 {
+		t.Fatalf("step written wrong:\n%s", buf.String())
+	}
+	h, err := history.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(h.Meta, meta) {
+		t.Fatalf("meta %+v, want %+v", h.Meta, meta)
+	}
+	if len(h.Faults) != 2 || h.Faults[0].Step != 2 || h.Faults[1].Step != 0 {
+		t.Fatalf("faults %+v: want steps 2 and 0", h.Faults)
+	}
+	var again bytes.Buffer
+	if err := history.Encode(&again, h); err != nil {
+		t.Fatal(err)
+	}
+	if h2, err := history.Read(&again); err != nil || !reflect.DeepEqual(h2.Faults, h.Faults) {
+		t.Fatalf("encode from a History lost the steps: %+v (%v)", h2, err)
 	}
 }
 

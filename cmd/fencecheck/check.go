@@ -84,6 +84,12 @@ func printFailures(c *cobra.Command, res *checker.Results) {
 			}
 			fmt.Fprintf(c.OutOrStdout(), "    - %s\n", a.Explanation)
 		}
+		// A coverage requirement names what it missed (fault-took-hold: the steps).
+		if missed, ok := r.Details["missed"].([]string); ok {
+			for _, m := range missed {
+				fmt.Fprintf(c.OutOrStdout(), "    - missed %s\n", m)
+			}
+		}
 	}
 }
 

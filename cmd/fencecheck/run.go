@@ -129,9 +129,11 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 	if f.count < 1 {
 		return fmt.Errorf("--count %d: want 1 or more", f.count)
 	}
+	kind := s.Cluster.Kind
 	if set("cluster") {
-		s.Cluster.Kind = f.cluster
+		kind = f.cluster
 	}
+	s.UseCluster(kind) // the timing for the kind first: the flags below win over it
 	if set("txn-version") {
 		s.Cluster.TransactionVersion = f.txnVersion
 	}
@@ -165,7 +167,19 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
-	return s.Supports(s.Cluster.Kind)
+	if err := s.Supports(s.Cluster.Kind); err != nil {
+		return err
+	}
+	printWarnings(c, s)
+	return nil
+}
+
+// printWarnings says, before anything runs, what the scenario asks for that will not happen
+// as written (see Scenario.Warnings).
+func printWarnings(c *cobra.Command, s *scenarios.Scenario) {
+	for _, w := range s.Warnings() {
+		fmt.Fprintf(c.ErrOrStderr(), "warning: %s: %s\n", s.Name, w)
+	}
 }
 
 // commandLine is the command that repeats one run: the scenario, its seed and every flag set.
@@ -234,6 +248,7 @@ func newScenariosCmd() *cobra.Command {
 			if err != nil {
 				return usageErr("%v", err)
 			}
+			printWarnings(c, s)
 			b, err := s.Marshal()
 			if err != nil {
 				return harnessErr(err)

@@ -1,0 +1,149 @@
+package nemesis_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/nemesis"
+)
+
+// cappedZombie is a MemberFreezer and FreezeSpanner for one member, which (like the workload's
+// before-lease-commit freezes) holds a freeze at most capAt, whatever it was asked, and
+// reports when it froze and resumed.
+type cappedZombie struct {
+	m     nemesis.Member
+	start time.Time // the env's start: the zero of history times
+	capAt time.Duration
+
+	mu              sync.Mutex
+	armed           bool
+	bound           time.Duration
+	release         chan struct{}
+	froze, resumed  time.Duration
+	frozen, didStop bool
+}
+
+func (z *cappedZombie) Holder(role string) (nemesis.Member, bool) { return z.m, role == z.m.Role }
+
+func (z *cappedZombie) Freeze(_ context.Context, _ nemesis.Member, _ string, d time.Duration) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.armed, z.bound, z.release, z.didStop = true, min(d, z.capAt), make(chan struct{}), false
+	return nil
+}
+
+func (z *cappedZombie) Frozen(nemesis.Member) bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.frozen
+}
+
+func (z *cappedZombie) Thaw(context.Context, nemesis.Member) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.armed {
+		z.armed = false
+		close(z.release)
+	}
+	return nil
+}
+
+func (z *cappedZombie) LastFreeze(nemesis.Member) (froze, resumed time.Duration, ok bool) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.froze, z.resumed, z.didStop
+}
+
+// pausePoint blocks while a freeze is armed, up to its capped bound, recording the span.
+func (z *cappedZombie) pausePoint() {
+	z.mu.Lock()
+	if !z.armed {
+		z.mu.Unlock()
+		return
+	}
+	z.frozen, z.didStop, z.froze, z.resumed = true, true, time.Since(z.start), 0
+	rel, bound := z.release, z.bound
+	z.mu.Unlock()
+	select {
+	case <-rel:
+	case <-time.After(bound):
+	}
+	z.mu.Lock()
+	z.frozen, z.armed, z.resumed = false, false, time.Since(z.start)
+	z.mu.Unlock()
+}
+
+func TestFreezeWindowIsWhatHappened(t *testing.T) {
+	t.Run("capped freeze - the window is the member's real freeze, not the time asked for", func(t *testing.T) {
+		t.Parallel()
+		start := time.Now()
+		z := &cappedZombie{m: nemesis.Member{Process: 2, Role: "role-1", ID: "m7"}, start: start, capAt: 300 * time.Millisecond}
+		f := newFixture(t, 1, func(e *nemesis.Env) { e.Freezer, e.Start = z, start })
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { // the member reaches its pause point 200ms after the freeze is armed
+			time.Sleep(400 * time.Millisecond)
+			z.pausePoint()
+		})
+		done := make(chan error, 1)
+		go func() { done <- f.n.Run(ctx, script(t, "at 200ms freeze holder of role-1 for 1500ms")) }()
+		time.Sleep(2500 * time.Millisecond) // the asked-for 1.5 s window is over
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		ws := f.rec.windows(t)
+		if len(ws) != 1 {
+			t.Fatalf("windows %+v, want one", ws)
+		}
+		w := ws[0]
+		froze, resumed, _ := z.LastFreeze(z.m)
+		if !w.TookHold || w.Kind != history.KindMemberPause || w.Step != 1 {
+			t.Fatalf("window %+v: want a held member pause of step 1", w)
+		}
+		if w.Start != froze.Nanoseconds() || w.End != resumed.Nanoseconds() {
+			t.Fatalf("window %v–%v, want the member's freeze %v–%v", time.Duration(w.Start), time.Duration(w.End), froze, resumed)
+		}
+		if got := time.Duration(w.End - w.Start); got < 300*time.Millisecond || got > time.Second {
+			t.Fatalf("window lasts %v, want the 300ms cap, not the 1.5s asked for", got)
+		}
+	})
+
+	t.Run("a freeze the member never reaches - a window from arming to thawing, not held", func(t *testing.T) {
+		t.Parallel()
+		start := time.Now()
+		z := &cappedZombie{m: nemesis.Member{Process: 2, Role: "role-1", ID: "m7"}, start: start, capAt: time.Second}
+		f := newFixture(t, 1, func(e *nemesis.Env) { e.Freezer, e.Start, e.WaitTimeout = z, start, 500*time.Millisecond })
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel()
+		if err := f.n.Run(ctx, script(t, "at 100ms freeze holder of role-1 for 400ms")); err != nil {
+			t.Fatal(err)
+		}
+		ws := f.rec.windows(t)
+		if len(ws) != 1 || ws[0].TookHold || ws[0].Step != 1 || ws[0].End == history.Never {
+			t.Fatalf("windows %+v, want one closed window of step 1 that did not take hold", ws)
+		}
+		if d := time.Duration(ws[0].End - ws[0].Start); d < 400*time.Millisecond {
+			t.Fatalf("window lasts %v, want from arming to thawing (≥ 400ms)", d)
+		}
+	})
+}
+
+func TestScriptedWindowsNameTheirSteps(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	// The steps in the file's order; the second runs first.
+	if err := f.n.Run(ctx, script(t, "at 600ms latency p2 from all with latency=50ms for 300ms", "at 0s partition p1 from all for 300ms")); err != nil {
+		t.Fatal(err)
+	}
+	ws := f.rec.windows(t)
+	if len(ws) != 2 || ws[0].Kind != "partition" || ws[0].Step != 2 || ws[1].Kind != "latency" || ws[1].Step != 1 {
+		t.Fatalf("windows %+v: want partition as step 2, then latency as step 1", ws)
+	}
+}

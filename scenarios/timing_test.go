@@ -1,0 +1,127 @@
+package scenarios_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/scenarios"
+)
+
+func TestWarningsNameCappedFreezesAndStepsAfterTheEnd(t *testing.T) {
+	s, err := scenarios.Parse("t.yaml", []byte(`name: t
+description: d
+workload:
+  preset: low
+  request_timeout: 5s
+nemesis:
+  script:
+    - at 4s freeze holder of r1 with point=before-lease-commit for 8s
+    - at 5s freeze holder of r2 with point=before-work for 8s
+    - at 6s freeze holder of r1 for 4s
+    - at 30s partition holder of r1 from all for 2s
+duration: 20s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := s.Warnings()
+	if len(ws) != 2 {
+		t.Fatalf("warnings %q, want two: the capped freeze and the step after the end", ws)
+	}
+	for _, want := range []string{`nemesis.script[0] "at 4s freeze holder of r1 with point=before-lease-commit for 8s"`, "4.5s", "5s request timeout", "not 8s"} {
+		if !strings.Contains(ws[0], want) {
+			t.Errorf("warning %q does not say %q", ws[0], want)
+		}
+	}
+	for _, want := range []string{`nemesis.script[3] "at 30s partition holder of r1 from all for 2s"`, "20s run", "will not run"} {
+		if !strings.Contains(ws[1], want) {
+			t.Errorf("warning %q does not say %q", ws[1], want)
+		}
+	}
+
+	// A random schedule's freeze without a duration lasts twice the lease.
+	r, err := scenarios.Parse("r.yaml", []byte(`name: r
+description: d
+workload:
+  preset: low
+  lease: 3s
+nemesis:
+  random:
+    faults:
+      - fault: freeze
+duration: 20s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := r.Warnings(); len(ws) != 1 || !strings.Contains(ws[0], "nemesis.random.faults[0]") || !strings.Contains(ws[0], "not 6s") {
+		t.Fatalf("warnings %q, want one for the random freeze of twice the 3s lease", ws)
+	}
+	for _, name := range scenarios.Names() {
+		b, _, _ := scenarios.Builtin(name)
+		for _, kind := range []string{scenarios.KindEmbedded, scenarios.KindLocal} {
+			b.UseCluster(kind)
+			if ws := b.Warnings(); len(ws) > 0 {
+				t.Errorf("built-in %s on %s warns: %q", name, kind, ws)
+			}
+		}
+	}
+}
+
+func TestOnKafkaTimingAppliesToKafkaClustersOnly(t *testing.T) {
+	yaml := `name: k
+description: d
+nemesis:
+  script:
+    - at 4s kill coordinator of r1 for 6s
+duration: 20s
+on_kafka:
+  duration: 50s
+  script:
+    - at 5s kill coordinator of r1 for 8s
+`
+	for _, tc := range []struct {
+		kind     string
+		duration time.Duration
+		step     string
+	}{
+		{scenarios.KindEmbedded, 20 * time.Second, "at 4s kill coordinator of r1 for 6s"},
+		{scenarios.KindLocal, 50 * time.Second, "at 5s kill coordinator of r1 for 8s"},
+		{scenarios.KindContainers, 50 * time.Second, "at 5s kill coordinator of r1 for 8s"},
+	} {
+		s, err := scenarios.Parse("k.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.UseCluster(tc.kind)
+		if s.Duration.D() != tc.duration || len(s.Nemesis.Script) != 1 || s.Nemesis.Script[0] != tc.step {
+			t.Errorf("on %s: duration %v, script %q; want %v and %q", tc.kind, s.Duration, s.Nemesis.Script, tc.duration, tc.step)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("on %s: %v", tc.kind, err)
+		}
+	}
+
+	rr, _, err := scenarios.Builtin("rolling-restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedded := rr.Duration
+	rr.UseCluster(scenarios.KindLocal)
+	if rr.Duration <= embedded {
+		t.Errorf("rolling-restart lasts %v on local Kafka, no longer than the %v of the embedded cluster", rr.Duration, embedded)
+	}
+
+	for _, bad := range []struct{ yaml, want string }{
+		{"on_kafka:\n  script:\n    - at 1s earthquake all for 2s\n", "on_kafka.script[0]"},
+		{"on_kafka:\n  duration: soon\n", "soon"},
+		{"on_kafka:\n  durration: 5s\n", "durration"},
+		{"nemesis:\n  random: {}\non_kafka:\n  script:\n    - at 1s kill random for 2s\n", "on_kafka.script"},
+	} {
+		_, err := scenarios.Parse("b.yaml", []byte("name: b\ndescription: d\nduration: 10s\n"+bad.yaml))
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: error %v, want one naming %s", bad.yaml, err, bad.want)
+		}
+	}
+}
