@@ -254,29 +254,32 @@ func soakSeed() uint64 {
 	return binary.LittleEndian.Uint64(b[:])>>1 + 1
 }
 
-// flockWait takes an exclusive flock on path, waiting for it (or for ctx). flock has no
-// timeout of its own and cannot be interrupted by a context, so it is retried without
-// blocking; the wait between tries only bounds how long Ctrl-C takes to be noticed.
+// flockWait takes an exclusive flock on path, waiting for it, or returns ctx's error when ctx
+// ends first. The flock blocks in the kernel, so the soak queues with other jobs that block on
+// the same lock (polling would lose every race to them); a wait abandoned on Ctrl-C releases
+// the lock as soon as it is granted. The file is opened close-on-exec, so the brokers a run
+// starts never inherit, and never keep, the lock.
 func flockWait(ctx context.Context, path string) (unlock func(), err error) {
 	fh, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("--lock: %w", err)
 	}
-	for {
-		err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { fh.Close() }, nil // closing the file releases the lock
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+	fd := int(fh.Fd())
+	got := make(chan error, 1)
+	go func() { got <- syscall.Flock(fd, syscall.LOCK_EX) }()
+	select {
+	case err := <-got:
+		if err != nil {
 			fh.Close()
 			return nil, fmt.Errorf("--lock %s: %w", path, err)
 		}
-		select {
-		case <-ctx.Done():
+		return func() { fh.Close() }, nil // closing the file releases the lock
+	case <-ctx.Done():
+		go func() {
+			<-got
 			fh.Close()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		}()
+		return nil, ctx.Err()
 	}
 }
 

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,4 +239,60 @@ func TestSoakInterrupt(t *testing.T) {
 			t.Errorf("soak.md lacks %q:\n%s", want, md)
 		}
 	}
+}
+
+// TestFlockWait: the soak's per-run lock waits while another holder has the lock, is granted
+// when it is released, and gives up at once when the context ends (Ctrl-C), releasing the lock
+// it was still waiting for as soon as that is granted.
+func TestFlockWait(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heavy.lock")
+	hold := func() *os.File {
+		fh, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+		return fh
+	}
+	other := hold()
+	granted := make(chan func(), 1)
+	go func() {
+		unlock, err := flockWait(context.Background(), path)
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- unlock
+	}()
+	select {
+	case <-granted:
+		t.Fatal("flockWait returned while another process held the lock")
+	case <-time.After(300 * time.Millisecond): // a wait that must not end: nothing to await
+	}
+	other.Close()
+	unlock := <-granted
+	// Held by flockWait now: a non-blocking attempt by another file must fail.
+	probe, _ := os.OpenFile(path, os.O_RDWR, 0)
+	defer probe.Close()
+	if err := syscall.Flock(int(probe.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		t.Fatal("the lock was not held after flockWait returned")
+	}
+	unlock()
+
+	other = hold()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := flockWait(ctx, path)
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("flockWait after cancel: %v, want context.Canceled", err)
+	}
+	other.Close()
+	// The abandoned wait is granted the lock and must let it go again.
+	last := hold()
+	last.Close()
 }
