@@ -137,7 +137,7 @@ func runSoak(c *cobra.Command, args []string, f runFlags, sf soakFlags) error {
 			done++
 			seed := soakSeed()
 			fmt.Fprintf(out, "[%d/%d] %s on %s, seed %d ...\n", done, todo, s.Name, s.Cluster.Kind, seed)
-			r, err := soakOne(ctx, s, f, sf.lock, seed)
+			r, err := soakOne(ctx, s, f, sf.lock, seed, out)
 			if err != nil {
 				if errors.Is(err, scenarios.ErrScenario) {
 					return usageErr("%v", err)
@@ -201,15 +201,15 @@ func soakScenarios(c *cobra.Command, args []string, f *runFlags) ([]soakScenario
 }
 
 // soakOne runs s once with seed, holding the lock file (if any) for the run.
-func soakOne(ctx context.Context, s soakScenario, f runFlags, lock string, seed uint64) (soakRun, error) {
+func soakOne(ctx context.Context, s soakScenario, f runFlags, lock string, seed uint64, console io.Writer) (soakRun, error) {
 	if lock != "" {
-		unlock, err := flockWait(ctx, lock)
+		unlock, err := flockWait(ctx, lock, func() { fmt.Fprintf(console, "        waiting for the lock %s\n", lock) })
 		if err != nil {
 			return soakRun{}, err
 		}
 		defer unlock()
 	}
-	began := time.Now()
+	began := time.Now() // after the lock: the run's own time
 	command := commandLine(s.Scenario, f, seed)
 	if s.arg != s.Name { // a scenario file: repeating the run needs the file, not the name
 		command = strings.Replace(command, " run "+s.Name+" ", " run "+s.arg+" ", 1)
@@ -259,12 +259,19 @@ func soakSeed() uint64 {
 // the same lock (polling would lose every race to them); a wait abandoned on Ctrl-C releases
 // the lock as soon as it is granted. The file is opened close-on-exec, so the brokers a run
 // starts never inherit, and never keep, the lock.
-func flockWait(ctx context.Context, path string) (unlock func(), err error) {
+// waiting (if not nil) is called when the lock is not free at once.
+func flockWait(ctx context.Context, path string, waiting func()) (unlock func(), err error) {
 	fh, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("--lock: %w", err)
 	}
 	fd := int(fh.Fd())
+	if syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+		return func() { fh.Close() }, nil
+	}
+	if waiting != nil {
+		waiting()
+	}
 	got := make(chan error, 1)
 	go func() { got <- syscall.Flock(fd, syscall.LOCK_EX) }()
 	select {

@@ -257,9 +257,9 @@ func TestFlockWait(t *testing.T) {
 		return fh
 	}
 	other := hold()
-	granted := make(chan func(), 1)
+	granted, waited := make(chan func(), 1), make(chan struct{})
 	go func() {
-		unlock, err := flockWait(context.Background(), path)
+		unlock, err := flockWait(context.Background(), path, func() { close(waited) })
 		if err != nil {
 			t.Error(err)
 		}
@@ -270,6 +270,7 @@ func TestFlockWait(t *testing.T) {
 		t.Fatal("flockWait returned while another process held the lock")
 	case <-time.After(300 * time.Millisecond): // a wait that must not end: nothing to await
 	}
+	<-waited // it said it was waiting
 	other.Close()
 	unlock := <-granted
 	// Held by flockWait now: a non-blocking attempt by another file must fail.
@@ -284,7 +285,7 @@ func TestFlockWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := flockWait(ctx, path)
+		_, err := flockWait(ctx, path, nil)
 		done <- err
 	}()
 	cancel()
