@@ -106,7 +106,13 @@ func (r *runner) launch(inj *Injection, hold time.Duration, ended chan<- struct{
 			r.fail(err)
 			return
 		}
-		wctx, cancel := context.WithTimeout(r.ctx, n.env.WaitTimeout)
+		wait := n.env.WaitTimeout
+		if _, ok := inj.f.(spanned); ok && hold > 0 {
+			// A freeze the member has not reached by the end of its window missed: armed any
+			// longer, it would freeze the member at a time the schedule never said.
+			wait = min(wait, hold)
+		}
+		wctx, cancel := context.WithTimeout(r.ctx, wait)
 		err := inj.WaitForInjected(wctx)
 		cancel()
 		if err != nil && r.ctx.Err() == nil {

@@ -68,6 +68,9 @@ func faultBands(h *history.History, x xOf) []band {
 		if f.Desc != "" {
 			title += ": " + f.Desc
 		}
+		if !f.TookHold {
+			title += " (did not take hold)"
+		}
 		class := "fault"
 		if f.Kind == history.KindMemberPause {
 			class = "pause"

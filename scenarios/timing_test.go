@@ -1,10 +1,13 @@
 package scenarios_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
@@ -123,5 +126,51 @@ on_kafka:
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%q: error %v, want one naming %s", bad.yaml, err, bad.want)
 		}
+	}
+}
+
+// TestCappedFreezeRecordsItsRealLength: a before-lease-commit freeze asked for 6s is capped a
+// tenth under the 3s request timeout; its window in the history is the 2.7s the member was
+// frozen, not the 6s asked for.
+func TestCappedFreezeRecordsItsRealLength(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 10s scenario")
+	}
+	s, err := scenarios.Parse("capped.yaml", []byte(`name: capped
+description: a freeze longer than a commit can be held back
+workload:
+  preset: low
+  processes: 3
+  roles: 1
+  members_per_role: 2
+  request_timeout: 3s
+nemesis:
+  script:
+    - at 2s freeze holder of r1 with point=before-lease-commit for 6s
+duration: 10s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := s.Warnings(); len(ws) != 1 || !strings.Contains(ws[0], "2.7s") {
+		t.Fatalf("warnings %q, want the 2.7s cap", ws)
+	}
+	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.ReadFile(out.Dir.History())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Faults) != 1 || !h.Faults[0].TookHold || h.Faults[0].Step != 1 {
+		t.Fatalf("faults %+v, want the freeze of step 1, held", h.Faults)
+	}
+	f := h.Faults[0]
+	if d := time.Duration(f.End - f.Start); d < 2600*time.Millisecond || d > 3500*time.Millisecond {
+		t.Fatalf("the freeze's window lasts %v, want the 2.7s the member was frozen (asked: 6s)", d)
+	}
+	if out.Results.Verdict != checker.VerdictValid {
+		t.Fatalf("verdict %s, want valid; run directory %s", out.Results.Verdict, out.Dir)
 	}
 }
