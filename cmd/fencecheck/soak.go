@@ -117,43 +117,43 @@ func runSoak(c *cobra.Command, args []string, f runFlags, sf soakFlags) error {
 	fmt.Fprintf(out, "soak: %d scenarios × %d runs, %d to go; table in %s\n", len(list), sf.runs, todo,
 		filepath.Join(f.out, soakMarkdown))
 	done := 0
-	// Round robin: one run of each scenario that still needs runs, then again, so a soak
-	// stopped early has sampled every scenario about as often.
-	for progress := true; progress && ctx.Err() == nil; {
-		progress = false
-		for _, s := range list {
-			if ctx.Err() != nil {
-				break
+	// Always the scenario with the fewest counted runs next (the first in the list on a tie):
+	// round robin, so a soak stopped early, or continued, has sampled every scenario about as
+	// often.
+	for ctx.Err() == nil {
+		next, fewest := -1, sf.runs
+		for i, s := range list {
+			if n := tab.counted(s.Name, s.Cluster.Kind); n < fewest {
+				next, fewest = i, n
 			}
-			if tab.counted(s.Name, s.Cluster.Kind) >= sf.runs {
-				continue
-			}
-			if sf.max > 0 && time.Since(began) >= sf.max {
-				tab.Stopped = fmt.Sprintf("time limit --for %v reached", sf.max)
-				progress = false
-				break
-			}
-			progress = true
-			done++
-			seed := soakSeed()
-			fmt.Fprintf(out, "[%d/%d] %s on %s, seed %d ...\n", done, todo, s.Name, s.Cluster.Kind, seed)
-			r, err := soakOne(ctx, s, f, sf.lock, seed, out)
-			if err != nil {
-				if errors.Is(err, scenarios.ErrScenario) {
-					return usageErr("%v", err)
-				}
-				if ctx.Err() != nil { // interrupted while waiting for the lock: no run started
-					break
-				}
-				return harnessErr(err)
-			}
-			tab.add(r)
-			if err := tab.write(f.out); err != nil {
-				return harnessErr(err)
-			}
-			fmt.Fprintf(out, "[%d/%d] %s\n", done, todo, r.line())
-			fmt.Fprintf(out, "        so far: %s\n", tab.totals().summary())
 		}
+		if next < 0 {
+			break
+		}
+		if sf.max > 0 && time.Since(began) >= sf.max {
+			tab.Stopped = fmt.Sprintf("time limit --for %v reached", sf.max)
+			break
+		}
+		s := list[next]
+		done++
+		seed := soakSeed()
+		fmt.Fprintf(out, "[%d/%d] %s on %s, seed %d ...\n", done, todo, s.Name, s.Cluster.Kind, seed)
+		r, err := soakOne(ctx, s, f, sf.lock, seed, out)
+		if err != nil {
+			if errors.Is(err, scenarios.ErrScenario) {
+				return usageErr("%v", err)
+			}
+			if ctx.Err() != nil { // interrupted while waiting for the lock: no run started
+				break
+			}
+			return harnessErr(err)
+		}
+		tab.add(r)
+		if err := tab.write(f.out); err != nil {
+			return harnessErr(err)
+		}
+		fmt.Fprintf(out, "[%d/%d] %s\n", done, todo, r.line())
+		fmt.Fprintf(out, "        so far: %s\n", tab.totals().summary())
 	}
 	if ctx.Err() != nil {
 		tab.Stopped = "interrupted (Ctrl-C)"
