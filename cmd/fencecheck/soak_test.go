@@ -297,3 +297,31 @@ func TestFlockWait(t *testing.T) {
 	last := hold()
 	last.Close()
 }
+
+// TestSoakUsageErrors: bad soak arguments are usage errors (254) that name the flag or the
+// scenario, and start no run.
+func TestSoakUsageErrors(t *testing.T) {
+	bin := buildBinary(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"soak", "--runs", "0"}, "--runs 0"},
+		{[]string{"soak", "--for", "-1s"}, "--for -1s"},
+		{[]string{"soak", "no-such-scenario"}, "no built-in scenario"},
+		{[]string{"soak", "isolate-broker", "--cluster", "embedded"}, "local"},
+		{[]string{"soak", "--transport", "mutant:nope"}, "no such mutant"},
+	} {
+		out := filepath.Join(t.TempDir(), "soak")
+		b, err := exec.Command(bin, append(tc.args, "--out", out)...).CombinedOutput()
+		if code := exitCode(t, err); code != 254 {
+			t.Errorf("%v: exit %d, want 254; output:\n%s", tc.args, code, b)
+		}
+		if !strings.Contains(string(b), tc.want) || strings.Contains(string(b), "goroutine ") {
+			t.Errorf("%v: output does not say %q (or has a stack trace):\n%s", tc.args, tc.want, b)
+		}
+		if _, err := os.Stat(filepath.Join(out, "runs")); err == nil {
+			t.Errorf("%v: a run was started", tc.args)
+		}
+	}
+}
