@@ -58,6 +58,15 @@ func checkDir(ctx context.Context, dir reports.Dir, opts checker.Options) (*chec
 	if err != nil {
 		return nil, err
 	}
+	if info != nil && info.Interrupted {
+		// As the run itself judged it: a history cut short proves less than the scenario
+		// promised, so re-checking it must not turn it valid.
+		res.Verdict = checker.Worst(res.Verdict, checker.VerdictInconclusive)
+		if res.Error == "" {
+			res.Error = "interrupted before the scenario's duration"
+		}
+		res.ExitCode = checker.ExitCode(res.Verdict)
+	}
 	if err := res.WriteFile(dir.Results()); err != nil {
 		return nil, err
 	}

@@ -325,3 +325,51 @@ func TestSoakUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckKeepsInterruptedInconclusive: re-checking a run that was interrupted (run.json says
+// so) must give what the run gave, inconclusive (exit 2), not valid. The soak found this:
+// interrupted runs re-checked offline came out valid.
+func TestCheckKeepsInterruptedInconclusive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a scenario")
+	}
+	bin := buildBinary(t)
+	out := t.TempDir()
+	b, err := exec.Command(bin, "run", "steady", "--duration", "2s", "--out", out).CombinedOutput()
+	if code := exitCode(t, err); code != 0 {
+		t.Fatalf("run: exit %d:\n%s", code, b)
+	}
+	dir := filepath.Join(out, "latest")
+	// Mark the run interrupted, as a Ctrl-C would have.
+	info := map[string]any{}
+	b, err = os.ReadFile(filepath.Join(dir, "run.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &info)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	info["interrupted"] = true
+	if b, err = json.Marshal(info); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err = exec.Command(bin, "check", dir).CombinedOutput()
+	if code := exitCode(t, err); code != 2 {
+		t.Fatalf("check of an interrupted run: exit %d, want 2:\n%s", code, b)
+	}
+	var res struct {
+		Verdict  string `json:"verdict"`
+		ExitCode int    `json:"exit_code"`
+		Error    string `json:"error"`
+	}
+	b, err = os.ReadFile(filepath.Join(dir, "results.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &res)
+	}
+	if err != nil || res.Verdict != "inconclusive" || res.ExitCode != 2 || !strings.Contains(res.Error, "interrupted") {
+		t.Errorf("results.json %+v (%v): want inconclusive, exit 2, saying interrupted", res, err)
+	}
+}
