@@ -12,7 +12,7 @@ ENGINE_HOST := $(shell $(ENGINE) host)
 # KEEP_ENGINE=1 leaves the engine running after `make test` (for a quicker next run).
 KEEP_ENGINE ?= 0
 
-.PHONY: all build test test-go lint fuzz bench run selftest test-browser browser clean docker-engine docker-engine-stop images
+.PHONY: all build test test-go lint fuzz bench run selftest soak test-browser browser clean docker-engine docker-engine-stop images
 
 all: build
 
@@ -29,6 +29,16 @@ run: build
 ## selftest: every mutant transport must come out invalid, the real one valid.
 selftest: build
 	./bin/fencecheck selftest
+
+## soak: the false-alarm measurement: every catalogue scenario SOAK_RUNS times on SOAK_CLUSTER,
+## each run with a fresh seed; the table (markdown and JSON) goes to soaks/<UTC time>/. Extra
+## flags in SOAK_ARGS, e.g. SOAK_ARGS='chaos pause-broker --out soaks/nightly' (an --out that
+## holds a soak continues it). Fails unless every run was valid.
+SOAK_RUNS ?= 10
+SOAK_CLUSTER ?= embedded
+SOAK_ARGS ?=
+soak: build
+	./bin/fencecheck soak --cluster $(SOAK_CLUSTER) --runs $(SOAK_RUNS) $(SOAK_ARGS)
 
 ## lint: formatting and vet; fails on any gofmt difference.
 lint:

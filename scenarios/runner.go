@@ -52,8 +52,11 @@ type Options struct {
 
 // Outcome is what a run produced.
 type Outcome struct {
-	Dir         reports.Dir
-	Seed        uint64
+	Dir  reports.Dir
+	Seed uint64
+	// Command repeats the run: Options.Command with the seed the run used (empty if the
+	// caller gave no command).
+	Command     string
 	Results     *checker.Results
 	Interrupted bool
 }
@@ -103,7 +106,7 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{s: s, opts: opts, dir: dir, started: started, start: start, out: &Outcome{Dir: dir, Seed: opts.Seed}}
+	r := &runner{s: s, opts: opts, dir: dir, started: started, start: start, out: &Outcome{Dir: dir, Seed: opts.Seed, Command: opts.Command}}
 	logFile, err := os.Create(dir.HarnessLog())
 	if err != nil {
 		return nil, fmt.Errorf("harness log: %w", err)
