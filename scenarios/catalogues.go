@@ -18,7 +18,7 @@ func Faults() []nemesis.FaultInfo { return nemesis.Faults() }
 
 // Mutants lists the deliberately broken transports a run can test instead of the real one
 // (Options.Transport "mutant:NAME"), with the guarantees each must be caught breaking.
-func Mutants() []mutant.Info { return mutant.List() }
+func Mutants() []mutant.Description { return mutant.List() }
 
 // MutantScenario returns the scenario file made for a mutant that the catalogue's scenarios
 // do not catch (transport/mutant/scenarios), and whether there is one named name.

@@ -192,7 +192,7 @@ func TestSelftest(t *testing.T) {
 	rows := 0
 	for line := range strings.Lines(string(out)) {
 		f := strings.Fields(line)
-		if len(f) < 5 || !slices.ContainsFunc(mutant.List(), func(m mutant.Info) bool { return m.Name == f[0] }) {
+		if len(f) < 5 || !slices.ContainsFunc(mutant.List(), func(m mutant.Description) bool { return m.Name == f[0] }) {
 			continue
 		}
 		rows++

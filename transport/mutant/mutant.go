@@ -142,8 +142,8 @@ var mutants = []mutant{
 // the checker to catch it.
 const describeWindow = 100 * time.Millisecond
 
-// Info is a mutant as `fencecheck selftest --list` shows it.
-type Info struct {
+// Description is a mutant as `fencecheck selftest --list` shows it.
+type Description struct {
 	Name, Summary string
 	// Guarantees are those the checker must find violated (at least one of them).
 	Guarantees []string
@@ -153,10 +153,10 @@ type Info struct {
 }
 
 // List returns every mutant.
-func List() []Info {
-	out := make([]Info, 0, len(mutants))
+func List() []Description {
+	out := make([]Description, 0, len(mutants))
 	for _, m := range mutants {
-		out = append(out, Info{Name: m.name, Summary: m.summary, Guarantees: slices.Clone(m.guarantees), Scenario: cmp.Or(m.scenario, "steady")})
+		out = append(out, Description{Name: m.name, Summary: m.summary, Guarantees: slices.Clone(m.guarantees), Scenario: cmp.Or(m.scenario, "steady")})
 	}
 	return out
 }
