@@ -125,20 +125,30 @@ func (c *Cluster) run(ctx context.Context, a Action, t target) error {
 	return nil
 }
 
+// lockBroker checks that the commands file has a's command and that broker id exists, and
+// takes the broker's lock, so that two actions on one broker never run at once.
+func (c *Cluster) lockBroker(a Action, id int32) (target, func(), error) {
+	if !c.opts.Commands.Has(a) {
+		return target{}, nil, cluster.Unsupported(Kind, string(a)+" "+cluster.BrokerName(id), "no "+string(a)+" command in the broker commands file")
+	}
+	t, err := c.target(id)
+	if err != nil {
+		return target{}, nil, err
+	}
+	ops := c.brokerOps(id)
+	ops.Lock()
+	return t, ops.Unlock, nil
+}
+
 // fault runs a fault's command. The state is recorded before the command
 // runs: a command that fails, times out or is interrupted may still have
 // taken effect, and heal-all (or the next start) must undo it.
 func (c *Cluster) fault(ctx context.Context, a Action, id int32, state string) error {
-	if !c.opts.Commands.Has(a) {
-		return cluster.Unsupported(Kind, string(a)+" "+cluster.BrokerName(id), "no "+string(a)+" command in the broker commands file")
-	}
-	t, err := c.target(id)
+	t, unlock, err := c.lockBroker(a, id)
 	if err != nil {
 		return err
 	}
-	ops := c.brokerOps(id)
-	ops.Lock()
-	defer ops.Unlock()
+	defer unlock()
 	if err := c.setState(t, state); err != nil {
 		return err
 	}
@@ -159,16 +169,11 @@ func (c *Cluster) Pause(ctx context.Context, id int32) error {
 // Resume implements cluster.Cluster: the resume command. The broker counts
 // as healed once the command succeeded.
 func (c *Cluster) Resume(ctx context.Context, id int32) error {
-	if !c.opts.Commands.Has(ActResume) {
-		return cluster.Unsupported(Kind, "resume "+cluster.BrokerName(id), "no resume command in the broker commands file")
-	}
-	t, err := c.target(id)
+	t, unlock, err := c.lockBroker(ActResume, id)
 	if err != nil {
 		return err
 	}
-	ops := c.brokerOps(id)
-	ops.Lock()
-	defer ops.Unlock()
+	defer unlock()
 	if err := c.run(ctx, ActResume, t); err != nil {
 		return err
 	}
@@ -179,16 +184,11 @@ func (c *Cluster) Resume(ctx context.Context, id int32) error {
 // until the broker is back (the health command, or a Kafka request sent
 // straight to it is answered), bounded by the health timeout.
 func (c *Cluster) Restart(ctx context.Context, id int32) error {
-	if !c.opts.Commands.Has(ActRestart) {
-		return cluster.Unsupported(Kind, "restart "+cluster.BrokerName(id), "no restart command in the broker commands file")
-	}
-	t, err := c.target(id)
+	t, unlock, err := c.lockBroker(ActRestart, id)
 	if err != nil {
 		return err
 	}
-	ops := c.brokerOps(id)
-	ops.Lock()
-	defer ops.Unlock()
+	defer unlock()
 	// A restart takes the broker down first: until it is back, it counts
 	// as killed, so that a crash in between leaves it to be restarted.
 	if err := c.setState(t, stateKilled); err != nil {
