@@ -58,6 +58,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"check", t.TempDir()}, "not a run directory"},
 		{[]string{"shrink"}, "takes 1 argument"},
 		{[]string{"shrink", t.TempDir()}, "cannot shrink"},
+		{[]string{"selftest", "--parallel", "-1"}, "--parallel"},
 	}
 	for _, tc := range tests {
 		out, err := exec.Command(bin, tc.args...).CombinedOutput()
@@ -176,7 +177,8 @@ func TestSelftest(t *testing.T) {
 	if code := exitCode(t, err); code != 0 {
 		t.Fatalf("selftest exit %d:\n%s", code, out)
 	}
-	want := []string{"PASS  real", "selftest passed"}
+	// On the embedded cluster the runs go side by side by default.
+	want := []string{"PASS  real", "selftest passed", "at a time"}
 	for _, m := range mutant.List() {
 		want = append(want, "PASS  mutant:"+m.Name)
 	}
