@@ -3,6 +3,7 @@ package scenarios_test
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,12 +17,24 @@ import (
 // held and every promised coverage was met (a fault that never took hold is inconclusive).
 func runScenario(t *testing.T, name, kind string, seed uint64) {
 	t.Helper()
+	out, err := startScenario(name, kind, seed, t.TempDir())
+	mustBeValid(t, name, kind, seed, out, err)
+}
+
+// startScenario runs a built-in scenario on kind with its run directories under root.
+func startScenario(name, kind string, seed uint64, root string) (*scenarios.Outcome, error) {
 	s, _, err := scenarios.Builtin(name)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s.Cluster.Kind = kind
-	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: seed})
+	return scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed})
+}
+
+// mustBeValid fails t unless the run ended without a harness error and came out valid,
+// naming every check and coverage that did not.
+func mustBeValid(t *testing.T, name, kind string, seed uint64, out *scenarios.Outcome, err error) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,23 +49,34 @@ func runScenario(t *testing.T, name, kind string, seed uint64) {
 	}
 }
 
-// TestBuiltinScenariosEmbedded runs every built-in scenario that the embedded cluster can run.
-// The scenarios run side by side: an embedded run spends most of its time waiting on lease
-// timers (about 5% of a core each, measured by the soak), so running them one after another
-// cost CI six minutes of an idle machine.
+// TestBuiltinScenariosEmbedded runs every built-in scenario that the embedded cluster can run,
+// all at once, and then judges each in a subtest of its name. An embedded run spends most of
+// its time waiting on lease timers (about 5% of a core each, measured by the soak): one after
+// another they cost CI six minutes of an idle machine, four at a time (go test's -parallel)
+// a minute and a half, all at once about as long as the longest scenario.
 func TestBuiltinScenariosEmbedded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every scenario for its full duration")
 	}
+	type run struct {
+		name string
+		out  *scenarios.Outcome
+		err  error
+	}
+	var runs []*run
 	for _, name := range scenarios.Names() {
-		s, _, _ := scenarios.Builtin(name)
-		if s.Supports(scenarios.KindEmbedded) != nil {
-			continue
+		if s, _, _ := scenarios.Builtin(name); s.Supports(scenarios.KindEmbedded) == nil {
+			runs = append(runs, &run{name: name})
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			runScenario(t, name, scenarios.KindEmbedded, 11)
-		})
+	}
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		root := t.TempDir()
+		wg.Go(func() { r.out, r.err = startScenario(r.name, scenarios.KindEmbedded, 11, root) })
+	}
+	wg.Wait()
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) { mustBeValid(t, r.name, scenarios.KindEmbedded, 11, r.out, r.err) })
 	}
 }
 

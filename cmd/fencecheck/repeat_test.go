@@ -25,6 +25,8 @@ func TestRepeatCommandWithoutSeed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a scenario twice")
 	}
+	// Embedded runs mostly wait on lease timers: this one overlaps the others.
+	t.Parallel()
 	bin := buildBinary(t)
 	run := func(args ...string) (dir string, info runJSON) {
 		t.Helper()
