@@ -10,6 +10,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster/containers"
 	"github.com/fencecheck/fencecheck/cluster/local"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
@@ -96,8 +97,9 @@ func TestScenariosLocalKafka(t *testing.T) {
 	}
 }
 
-// TestScenariosContainers runs the partition and coordinator-kill scenarios against Apache
-// Kafka in containers (the project's engine and images: make docker-engine images).
+// TestScenariosContainers runs the partition scenario (and, in the long tests, the
+// coordinator kill) against Apache Kafka in containers (the project's engine and images:
+// make docker-engine images).
 func TestScenariosContainers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Kafka clusters")
@@ -110,7 +112,11 @@ func TestScenariosContainers(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	for _, name := range []string{"holder-partition", "kill-coordinator"} {
-		t.Run(name, func(t *testing.T) { runScenario(t, name, scenarios.KindContainers, 11) })
-	}
+	// The containers backend's broker kill, pause and link cut are tested in its own package;
+	// here one scenario shows a whole run valid on it, and the long tests add a kill.
+	t.Run("holder-partition", func(t *testing.T) { runScenario(t, "holder-partition", scenarios.KindContainers, 11) })
+	t.Run("kill-coordinator", func(t *testing.T) {
+		testenv.Long(t)
+		runScenario(t, "kill-coordinator", scenarios.KindContainers, 11)
+	})
 }
