@@ -30,8 +30,8 @@ const (
 
 // Baseline marks (Cell.Mark).
 const (
-	MarkNewFailure    = "new failure"
-	MarkFixed         = "fixed"
+	MarkNewFailure   = "new failure"
+	MarkFixed        = "fixed"
 	MarkStillFailing = "still failing"
 )
 
@@ -75,7 +75,7 @@ type Cell struct {
 	// Flaky: the verdict differs across the repeats of this cell.
 	Flaky bool `json:"flaky,omitempty"`
 	// Mark compares the cell with the baseline: new failure, fixed, still failing (or none).
-	Mark string `json:"mark,omitempty"`
+	Mark string    `json:"mark,omitempty"`
 	Runs []CellRun `json:"runs,omitempty"`
 }
 

@@ -112,10 +112,10 @@ var indexPage = template.Must(template.New("index").Funcs(template.FuncMap{
 		}
 		return string(c.Verdict)
 	},
-	"label": func(v any) string { return cellLabel(asCell(v)) },
-	"inc":   func(i int) int { return i + 1 },
+	"label":   func(v any) string { return cellLabel(asCell(v)) },
+	"inc":     func(i int) int { return i + 1 },
 	"failing": func(c Cell) bool { return c.failing() },
-	"notrun": func(c Cell) bool { return c.Status != StatusRan },
+	"notrun":  func(c Cell) bool { return c.Status != StatusRan },
 	"join":    strings.Join,
 }).Parse(indexTmpl))
 
