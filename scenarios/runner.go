@@ -215,7 +215,11 @@ func (r *runner) startCluster(ctx context.Context) error {
 	cl := r.opts.Cluster
 	if cl != nil {
 		// A shared cluster: the previous run healed it, but a broker may still be settling.
-		if err := cluster.WaitHealthy(ctx, cl, r.log); err != nil {
+		// Bounded: a shared cluster that died must fail this run, not hang the suite.
+		hctx, cancel := context.WithTimeout(ctx, finalTimeout)
+		err := cluster.WaitHealthy(hctx, cl, r.log)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("shared cluster not healthy: %w", err)
 		}
 	} else {

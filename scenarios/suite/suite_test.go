@@ -4,10 +4,12 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fencecheck/fencecheck/checker"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // TestBadSuiteFiles: every bad suite file is an ErrSuite naming the field.
@@ -261,5 +263,51 @@ func TestMerge(t *testing.T) {
 	}
 	if _, err := Merge([]string{filepath.Join(tmp, "nope")}, MergeOptions{Out: out}); err == nil || !strings.Contains(err.Error(), "not a suite directory") {
 		t.Errorf("merging a folder that is no suite: %v", err)
+	}
+}
+
+// TestWorkflowMatchesNightly: the nightly workflow's matrix is the nightly suite's groups ×
+// systems, so every cell runs in exactly one job, and its jobs call the commands the tests
+// exercise (suite with --group, --system and --out; suite merge with --out and --summary).
+func TestWorkflowMatchesNightly(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", "nightly.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		Jobs map[string]struct {
+			Strategy struct {
+				Matrix struct {
+					Group  []string `yaml:"group"`
+					System []string `yaml:"system"`
+				} `yaml:"matrix"`
+			} `yaml:"strategy"`
+			Steps []struct {
+				Run string `yaml:"run"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(b, &wf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Find("nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := wf.Jobs["suite"].Strategy.Matrix
+	if !slices.Equal(m.Group, f.GroupNames()) || !slices.Equal(m.System, f.SystemNames()) {
+		t.Errorf("workflow matrix %v × %v, nightly suite %v × %v", m.Group, m.System, f.GroupNames(), f.SystemNames())
+	}
+	var runs string
+	for _, j := range wf.Jobs {
+		for _, s := range j.Steps {
+			runs += s.Run + "\n"
+		}
+	}
+	for _, want := range []string{`fencecheck suite nightly --group "$GROUP" --system "$SYSTEM" --out `,
+		`fencecheck suite merge parts/* --out nightly $baseline --summary "$GITHUB_STEP_SUMMARY"`} {
+		if !strings.Contains(runs, want) {
+			t.Errorf("the workflow no longer runs %q", want)
+		}
 	}
 }
