@@ -211,9 +211,11 @@ func Run(ctx context.Context, f *File, opts Options) (*Report, error) {
 				}
 				c.Cluster = "shared " + sc.label
 				if sc.err != nil {
-					c.Runs = append(c.Runs, CellRun{Verdict: checker.VerdictError,
-						Why: []string{"error: shared cluster " + sc.label + ": " + sc.err.Error()}})
 					done++
+					why := "error: shared cluster " + sc.label + ": " + sc.err.Error()
+					c.Runs = append(c.Runs, CellRun{Verdict: checker.VerdictError, Why: []string{why},
+						Command: scenarios.RepeatCommand(c.arg, c.s, c.transport)})
+					fmt.Fprintf(opts.Console, "[%d/%d] %s × %s: %s\n", done, total, c.Scenario, c.System, why)
 					continue
 				}
 				shared = sc.cl
@@ -265,7 +267,12 @@ func startShared(ctx context.Context, c *plannedCell, label, out string) *shared
 		return sc
 	}
 	log := slog.New(slog.NewTextHandler(sc.logF, nil)).With("cluster", label)
-	sc.cl, sc.err = scenarios.StartCluster(ctx, c.s.Cluster, filepath.Join(dir, "logs"), log)
+	cl, err := scenarios.StartCluster(ctx, c.s.Cluster, filepath.Join(dir, "logs"), log)
+	if err != nil {
+		sc.err = err // and no cluster: cl may be a typed nil
+		return sc
+	}
+	sc.cl = cl
 	return sc
 }
 

@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"context"
 	"encoding/xml"
 	"os"
 	"path/filepath"
@@ -308,6 +309,37 @@ func TestWorkflowMatchesNightly(t *testing.T) {
 		`fencecheck suite merge parts/* --out nightly $baseline --summary "$GITHUB_STEP_SUMMARY"`} {
 		if !strings.Contains(runs, want) {
 			t.Errorf("the workflow no longer runs %q", want)
+		}
+	}
+}
+
+// TestMissingKafkaVersion: a system whose Kafka jars are not installed fails each of its cells,
+// the shared one and the one with its own cluster alike, with the command that fetches them;
+// the suite goes on to the next cell and exits as a harness error.
+func TestMissingKafkaVersion(t *testing.T) {
+	f, err := Parse("s.yaml", "", []byte(`name: missing
+budget: 1m
+duration: 3s
+scenarios: [steady, kill-leader]
+systems: [{cluster: local, kafka_version: 9.9.9, transaction_version: 1}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FENCECHECK_KAFKA_HOME", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	out := t.TempDir()
+	rep, err := Run(context.Background(), f, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExitCode != checker.ExitHarness || len(rep.Cells) != 2 {
+		t.Fatalf("exit %d, %d cells", rep.ExitCode, len(rep.Cells))
+	}
+	for _, c := range rep.Cells {
+		if c.Status != StatusRan || c.Verdict != checker.VerdictError || len(c.Runs) != 1 ||
+			!strings.Contains(strings.Join(c.Runs[0].Why, " "), "make kafka KAFKA_VERSION=9.9.9") || c.Repeat == "" {
+			t.Errorf("%s (%s cluster): %+v", c.Scenario, c.Cluster, c)
 		}
 	}
 }
