@@ -155,6 +155,13 @@ func TestSuiteEndToEnd(t *testing.T) {
 		t.Skip("runs two short scenarios")
 	}
 	bin := buildBinary(t)
+	bad := writeSuite(t, "name: bad\nbudget: 1h\nscenarios: [steady]\nsystems: [{cluster: embedded, transaction_version: 3}]\n")
+	for _, args := range [][]string{{"suite", bad}, {"suite", "nightly", "--group", "nope"}, {"suite", "merge", "--out", t.TempDir()}} {
+		b, err := exec.Command(bin, args...).CombinedOutput()
+		if code := exitCode(t, err); code != 254 || strings.Contains(string(b), "goroutine") {
+			t.Errorf("%v: exit %d, want 254 (usage); output:\n%s", args, code, b)
+		}
+	}
 	file := writeSuite(t, `name: e2e
 budget: 5m
 duration: 4s

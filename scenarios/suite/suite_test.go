@@ -343,3 +343,23 @@ systems: [{cluster: local, kafka_version: 9.9.9, transaction_version: 1}]
 		}
 	}
 }
+
+// TestBudgetSpent: no run starts once the budget is spent; the cells are "not run" with the
+// reason, and the suite is inconclusive (exit 2), its index written.
+func TestBudgetSpent(t *testing.T) {
+	f, err := Parse("s.yaml", "", []byte("name: short\nbudget: 1ns\nscenarios: [steady]\nsystems: [{cluster: embedded}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	rep, err := Run(context.Background(), f, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExitCode != 2 || rep.Stopped != "budget 1ns spent" || rep.Cells[0].Status != StatusNotRun || rep.Cells[0].Note != rep.Stopped {
+		t.Errorf("exit %d, stopped %q, cell %+v", rep.ExitCode, rep.Stopped, rep.Cells[0])
+	}
+	if b, err := os.ReadFile(filepath.Join(out, IndexFile)); err != nil || !strings.Contains(string(b), "Stopped early: budget 1ns spent") {
+		t.Errorf("index.html: %v", err)
+	}
+}
