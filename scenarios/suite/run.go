@@ -208,6 +208,12 @@ func Run(ctx context.Context, f *File, opts Options) (*Report, error) {
 					label := fmt.Sprintf("%s#%d", c.System, clusters[c.System])
 					fmt.Fprintf(opts.Console, "        starting shared cluster %s\n", label)
 					sc = startShared(ctx, c, label, opts.Out)
+					if sc.err != nil && ctx.Err() != nil { // Ctrl-C while it started: not its fault
+						sc.close()
+						sc = nil
+						rep.Stopped = "interrupted"
+						break
+					}
 				}
 				c.Cluster = "shared " + sc.label
 				if sc.err != nil {
