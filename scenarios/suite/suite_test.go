@@ -78,6 +78,22 @@ func TestNightlyPlan(t *testing.T) {
 	}
 }
 
+// TestBuiltinSuitesLoad: every built-in suite loads and plans.
+func TestBuiltinSuitesLoad(t *testing.T) {
+	for _, name := range Names() {
+		f, err := Find(name)
+		if err == nil {
+			_, err = f.Plan(false)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if len(Names()) < 2 {
+		t.Errorf("built-in suites: %v", Names())
+	}
+}
+
 // fakeSuite writes a suite directory whose cells have the given verdicts per run (one run
 // directory with a junit.xml each), as Run would, and returns it.
 func fakeSuite(t *testing.T, dir string, cells map[[2]string][]checker.Verdict) *Report {
