@@ -40,11 +40,14 @@ SOAK_ARGS ?=
 soak: build
 	./bin/fencecheck soak --cluster $(SOAK_CLUSTER) --runs $(SOAK_RUNS) $(SOAK_ARGS)
 
-## lint: formatting and vet; fails on any gofmt difference.
+## lint: formatting and vet; fails on any gofmt difference. Then actionlint (a Go module, pinned,
+## fetched by the Go toolchain) checks the CI workflows (.github/workflows: the nightly suite).
+ACTIONLINT ?= github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') $$(git ls-files --others --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run $(ACTIONLINT) .github/workflows/*.yml
 
 ## test: everything CI checks. The local-Kafka tests need the jars (`make kafka`), the
 ## containers tests a Docker engine and the images, the report's browser test Chromium: test

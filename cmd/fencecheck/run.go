@@ -189,26 +189,7 @@ func printWarnings(c *cobra.Command, s *scenarios.Scenario) {
 // or a file): every flag that shapes the run, but not the seed, which scenarios.Run appends
 // once it knows it (it picks one when --seed was not given).
 func commandLine(arg string, s *scenarios.Scenario, f runFlags) string {
-	parts := []string{"fencecheck", "run", arg}
-	add := func(flag string, v any, set bool) {
-		if set {
-			parts = append(parts, flag, fmt.Sprint(v))
-		}
-	}
-	add("--cluster", s.Cluster.Kind, s.Cluster.Kind != scenarios.KindEmbedded)
-	add("--duration", s.Duration, true)
-	add("--txn-version", s.Cluster.TransactionVersion, s.Cluster.TransactionVersion != 0)
-	add("--kafka-version", s.Cluster.KafkaVersion, s.Cluster.KafkaVersion != "")
-	add("--kafka-image", s.Cluster.KafkaImage, s.Cluster.KafkaImage != "")
-	add("--toxiproxy-image", s.Cluster.ToxiproxyImage, s.Cluster.ToxiproxyImage != "")
-	add("--bootstrap", s.Cluster.Bootstrap, s.Cluster.Bootstrap != "")
-	add("--toxiproxy-api", s.Cluster.ToxiproxyAPI, s.Cluster.ToxiproxyAPI != "")
-	add("--broker-commands", s.Cluster.BrokerCommands, s.Cluster.BrokerCommands != "")
-	add("--processes", s.Workload.Processes, true)
-	add("--roles", s.Workload.Roles, true)
-	add("--members", s.Workload.MembersPerRole, true)
-	add("--transport", f.transport, f.transport != "" && f.transport != "real")
-	return strings.Join(parts, " ")
+	return scenarios.RepeatCommand(arg, s, f.transport)
 }
 
 func isTerminal(c *cobra.Command) bool {
