@@ -2,12 +2,14 @@ package scenarios_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/containers"
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/testenv"
@@ -18,18 +20,19 @@ import (
 // held and every promised coverage was met (a fault that never took hold is inconclusive).
 func runScenario(t *testing.T, name, kind string, seed uint64) {
 	t.Helper()
-	out, err := startScenario(name, kind, seed, t.TempDir())
+	out, err := startScenario(name, kind, seed, t.TempDir(), nil)
 	mustBeValid(t, name, kind, seed, out, err)
 }
 
-// startScenario runs a built-in scenario on kind with its run directories under root.
-func startScenario(name, kind string, seed uint64, root string) (*scenarios.Outcome, error) {
+// startScenario runs a built-in scenario on kind with its run directories under root, on cl
+// if it is not nil (a cluster of that kind several runs share), else on a cluster of its own.
+func startScenario(name, kind string, seed uint64, root string, cl cluster.Cluster) (*scenarios.Outcome, error) {
 	s, _, err := scenarios.Builtin(name)
 	if err != nil {
 		return nil, err
 	}
-	s.Cluster.Kind = kind
-	return scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed})
+	s.UseCluster(kind)
+	return scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed, Cluster: cl})
 }
 
 // mustBeValid fails t unless the run ended without a harness error and came out valid,
@@ -73,7 +76,7 @@ func TestBuiltinScenariosEmbedded(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, r := range runs {
 		root := t.TempDir()
-		wg.Go(func() { r.out, r.err = startScenario(r.name, scenarios.KindEmbedded, 11, root) })
+		wg.Go(func() { r.out, r.err = startScenario(r.name, scenarios.KindEmbedded, 11, root, nil) })
 	}
 	wg.Wait()
 	for _, r := range runs {
@@ -92,8 +95,20 @@ func TestScenariosLocalKafka(t *testing.T) {
 		}
 		t.Skipf("local Kafka not installed (%v); run make kafka", err)
 	}
+	// One cluster for the three, which saves two cluster starts: holder-partition and
+	// zombie-holder fault only their own links and members (scenarios.SharesCluster), and
+	// kill-coordinator, which changes the cluster under any later run, comes last.
+	ctx := context.Background()
+	cl, err := scenarios.StartCluster(ctx, scenarios.ClusterSpec{Kind: scenarios.KindLocal}, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
 	for _, name := range []string{"holder-partition", "zombie-holder", "kill-coordinator"} {
-		t.Run(name, func(t *testing.T) { runScenario(t, name, scenarios.KindLocal, 11) })
+		t.Run(name, func(t *testing.T) {
+			out, err := startScenario(name, scenarios.KindLocal, 11, t.TempDir(), cl)
+			mustBeValid(t, name, scenarios.KindLocal, 11, out, err)
+		})
 	}
 }
 
