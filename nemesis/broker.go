@@ -289,7 +289,7 @@ func (f *isolate) Setup(ctx context.Context) error {
 }
 
 func (f *isolate) Window() Window {
-	how := string(f.spec.Params.Mode)
+	how := f.spec.Params.Mode
 	if f.iso != nil {
 		how = "the cluster's isolate command"
 	}
