@@ -287,6 +287,13 @@ func runExternal(t *testing.T, name, bootstrap, commands string) {
 		t.Fatal(err)
 	}
 	requireValid(t, name, out)
+	if log, err := os.ReadFile(out.Dir.HarnessLog()); err == nil {
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, "fault took hold") {
+				t.Log(line)
+			}
+		}
+	}
 	if s.Requires != nil { // a broker-fault scenario: the commands ran and are in the run's logs
 		data, err := os.ReadFile(filepath.Join(out.Dir.Logs(), external.CommandsLog))
 		if err != nil || !strings.Contains(string(data), "done") {
