@@ -231,6 +231,9 @@ budget: 5m
 duration: 4s
 scenarios: [steady, holder-partition, slow-links]
 systems: [{cluster: embedded}]
+cells:
+  # Long, so the signal surely comes while it runs; it costs nothing, the signal ends it.
+  - {scenario: holder-partition, duration: 60s}
 `)
 	out := filepath.Join(t.TempDir(), "suite")
 	cmd := exec.Command(bin, "suite", file, "--out", out)
