@@ -301,27 +301,9 @@ func runOne(ctx context.Context, c *plannedCell, shared cluster.Cluster, opts Op
 	}
 	return CellRun{
 		Dir: relOrAbs(opts.Out, string(out.Dir)), Seed: out.Seed, Verdict: out.Results.Verdict,
-		Seconds: time.Since(began).Seconds(), Command: out.Command, Why: FailingChecks(out.Results),
+		Seconds: time.Since(began).Seconds(), Command: out.Command, Why: out.Results.NotValid(),
 		Interrupted: out.Interrupted,
 	}, nil
-}
-
-// FailingChecks names what made a run not valid: every non-advisory check and coverage
-// requirement that did not pass, and a harness error's first line.
-func FailingChecks(res *checker.Results) []string {
-	var why []string
-	for _, list := range [][]checker.Result{res.Checks, res.Coverage} {
-		for _, r := range list {
-			if r.Verdict != checker.VerdictValid && !r.Advisory {
-				why = append(why, r.Name+": "+string(r.Verdict))
-			}
-		}
-	}
-	if res.Error != "" {
-		msg, _, _ := strings.Cut(res.Error, "\n")
-		why = append(why, "error: "+msg)
-	}
-	return why
 }
 
 // relOrAbs is target relative to base when it can be, else target as an absolute path.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/reports"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -204,7 +205,7 @@ func TestMarks(t *testing.T) {
 			t.Errorf("summary lacks the mark %q:\n%s", m, summary)
 		}
 	}
-	var ju junitSuites
+	var ju reports.JUnitSuites
 	b, _ := os.ReadFile(filepath.Join(tmp, "merged", JUnitFile))
 	if err := xml.Unmarshal(b, &ju); err != nil {
 		t.Fatal(err)
@@ -255,7 +256,7 @@ func TestMerge(t *testing.T) {
 			}
 		}
 	}
-	var ju junitSuites
+	var ju reports.JUnitSuites
 	x, _ := os.ReadFile(filepath.Join(out, JUnitFile))
 	if err := xml.Unmarshal(x, &ju); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/reports"
 )
 
 // Write writes the suite directory's suite.json, index.html, junit.xml and summary.md from
@@ -171,70 +172,33 @@ type clusterUse struct {
 	Cells []string
 }
 
-// JUnit: the same shape as a run's junit.xml (reports.JUnit), read back and regrouped.
-type junitSuites struct {
-	XMLName xml.Name     `xml:"testsuites"`
-	Suites  []junitSuite `xml:"testsuite"`
-}
-
-type junitSuite struct {
-	Name     string      `xml:"name,attr"`
-	Tests    int         `xml:"tests,attr"`
-	Failures int         `xml:"failures,attr"`
-	Errors   int         `xml:"errors,attr"`
-	Skipped  int         `xml:"skipped,attr"`
-	Time     string      `xml:"time,attr"`
-	Props    []junitProp `xml:"properties>property"`
-	Cases    []junitCase `xml:"testcase"`
-}
-
-type junitProp struct {
-	Name  string `xml:"name,attr"`
-	Value string `xml:"value,attr"`
-}
-
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	ClassName string        `xml:"classname,attr"`
-	Failure   *junitProblem `xml:"failure,omitempty"`
-	Error     *junitProblem `xml:"error,omitempty"`
-	Skipped   *junitProblem `xml:"skipped,omitempty"`
-	SystemOut string        `xml:"system-out,omitempty"`
-}
-
-type junitProblem struct {
-	Type    string `xml:"type,attr,omitempty"`
-	Message string `xml:"message,attr"`
-	Body    string `xml:",chardata"`
-}
-
 // mergeJUnit builds one testsuite per cell, named "<scenario> on <system>", holding the test
 // cases of every run of the cell (prefixed "run N: " when the cell repeats), with the cell's
 // verdict, system, reports and repeat command as properties. A cell that did not run is one
 // skipped case saying why; a run without a junit.xml (its harness failed first) is one error
 // case.
 func mergeJUnit(dir string, rep *Report) ([]byte, error) {
-	var out junitSuites
+	var out reports.JUnitSuites
 	for _, c := range rep.Cells {
 		name := c.Scenario + " on " + c.System
 		class := "fencecheck." + c.Scenario + "." + c.System
-		s := junitSuite{Name: name, Time: fmt.Sprintf("%.3f", c.Seconds)}
-		s.Props = append(s.Props, junitProp{"verdict", cellLabel(&c)}, junitProp{"system", c.System},
-			junitProp{"group", c.Group})
+		s := reports.JUnitSuite{Name: name, Time: fmt.Sprintf("%.3f", c.Seconds)}
+		s.Props = append(s.Props, reports.JUnitProp{Name: "verdict", Value: cellLabel(&c)}, reports.JUnitProp{Name: "system", Value: c.System},
+			reports.JUnitProp{Name: "group", Value: c.Group})
 		if c.Cluster != "" {
-			s.Props = append(s.Props, junitProp{"cluster", c.Cluster})
+			s.Props = append(s.Props, reports.JUnitProp{Name: "cluster", Value: c.Cluster})
 		}
 		if c.Mark != "" {
-			s.Props = append(s.Props, junitProp{"mark", c.Mark})
+			s.Props = append(s.Props, reports.JUnitProp{Name: "mark", Value: c.Mark})
 		}
 		if c.Flaky {
-			s.Props = append(s.Props, junitProp{"flaky", "true"})
+			s.Props = append(s.Props, reports.JUnitProp{Name: "flaky", Value: "true"})
 		}
 		if c.Repeat != "" {
-			s.Props = append(s.Props, junitProp{"repeat", c.Repeat})
+			s.Props = append(s.Props, reports.JUnitProp{Name: "repeat", Value: c.Repeat})
 		}
 		if c.Status != StatusRan {
-			s.Cases = append(s.Cases, junitCase{Name: c.Status, ClassName: class, Skipped: &junitProblem{Message: c.Note}})
+			s.Cases = append(s.Cases, reports.JUnitCase{Name: c.Status, ClassName: class, Skipped: &reports.JUnitProblem{Message: c.Note}})
 			s.Tests, s.Skipped = 1, 1
 			out.Suites = append(out.Suites, s)
 			continue
@@ -246,16 +210,16 @@ func mergeJUnit(dir string, rep *Report) ([]byte, error) {
 			}
 			report := path.Join(r.Dir, "report.html")
 			if r.Dir != "" {
-				s.Props = append(s.Props, junitProp{"report", report})
+				s.Props = append(s.Props, reports.JUnitProp{Name: "report", Value: report})
 			}
-			var run junitSuites
+			var run reports.JUnitSuites
 			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(r.Dir), JUnitFile))
 			if err == nil && r.Dir != "" {
 				err = xml.Unmarshal(b, &run)
 			}
 			if err != nil || r.Dir == "" || len(run.Suites) == 0 {
-				s.Cases = append(s.Cases, junitCase{Name: prefix + "harness", ClassName: class,
-					Error: &junitProblem{Type: string(checker.VerdictError), Message: strings.Join(r.Why, "; ")}})
+				s.Cases = append(s.Cases, reports.JUnitCase{Name: prefix + "harness", ClassName: class,
+					Error: &reports.JUnitProblem{Type: string(checker.VerdictError), Message: strings.Join(r.Why, "; ")}})
 				s.Tests++
 				s.Errors++
 				continue
@@ -264,7 +228,7 @@ func mergeJUnit(dir string, rep *Report) ([]byte, error) {
 				for _, tc := range rs.Cases {
 					tc.Name = prefix + tc.Name
 					tc.ClassName = class + strings.TrimPrefix(tc.ClassName, rs.Name)
-					for _, p := range []*junitProblem{tc.Failure, tc.Error} {
+					for _, p := range []*reports.JUnitProblem{tc.Failure, tc.Error} {
 						if p != nil { // where to look, in the message CI shows
 							p.Body = fmt.Sprintf("report: %s\nrepeat: %s\n%s", report, r.Command, p.Body)
 						}
