@@ -118,7 +118,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
 	fl.IntVar(&f.roles, "roles", 0, "roles (default: the scenario's)")
 	fl.IntVar(&f.members, "members", 0, "members per role (default: the scenario's)")
-	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, or mutant:NAME (a deliberately broken one; see: fencecheck selftest --list)")
+	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, mutant:NAME (a deliberately broken one; see: fencecheck selftest --list), or exec:COMMAND (an adapter program per process speaking the line protocol of docs/exec-protocol.md, e.g. exec:'fencecheck adapter')")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
 	return c
 }
@@ -192,7 +192,7 @@ func commandLine(arg string, s *scenarios.Scenario, f runFlags) string {
 	parts := []string{"fencecheck", "run", arg}
 	add := func(flag string, v any, set bool) {
 		if set {
-			parts = append(parts, flag, fmt.Sprint(v))
+			parts = append(parts, flag, shellQuote(fmt.Sprint(v)))
 		}
 	}
 	add("--cluster", s.Cluster.Kind, s.Cluster.Kind != scenarios.KindEmbedded)
@@ -209,6 +209,15 @@ func commandLine(arg string, s *scenarios.Scenario, f runFlags) string {
 	add("--members", s.Workload.MembersPerRole, true)
 	add("--transport", f.transport, f.transport != "" && f.transport != "real")
 	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes v for a POSIX shell when it holds anything but plain word characters (an
+// exec transport's command line has blanks): the stored command must repeat the run when pasted.
+func shellQuote(v string) string {
+	if v != "" && strings.Trim(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-@") == "" {
+		return v
+	}
+	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
 }
 
 func isTerminal(c *cobra.Command) bool {

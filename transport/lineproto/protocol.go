@@ -193,3 +193,62 @@ func (r *Response) check() error {
 	}
 	return fmt.Errorf("%w: response %d: outcome %q, want ok, fail or unknown", ErrProtocol, r.ID, r.Outcome)
 }
+
+// SplitCommand splits an adapter command line into the program and its arguments, as a POSIX
+// shell would split words: blanks separate, single quotes keep everything, double quotes keep
+// everything but a backslash before " or \, and a backslash outside quotes keeps the next
+// character. There is no expansion of variables, globs or ~.
+func SplitCommand(s string) ([]string, error) {
+	var (
+		words []string
+		cur   []rune
+		in    bool // inside a word
+		quote rune // ' or " while inside quotes
+	)
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		c := rs[i]
+		switch {
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			} else {
+				cur = append(cur, c)
+			}
+		case quote == '"':
+			switch {
+			case c == '"':
+				quote = 0
+			case c == '\\' && i+1 < len(rs) && (rs[i+1] == '"' || rs[i+1] == '\\'):
+				i++
+				cur = append(cur, rs[i])
+			default:
+				cur = append(cur, c)
+			}
+		case c == '\'' || c == '"':
+			quote, in = c, true
+		case c == '\\':
+			if i+1 == len(rs) {
+				return nil, fmt.Errorf("command %q ends with a backslash", s)
+			}
+			i++
+			cur, in = append(cur, rs[i]), true
+		case c == ' ' || c == '\t' || c == '\n':
+			if in {
+				words, cur, in = append(words, string(cur)), nil, false
+			}
+		default:
+			cur, in = append(cur, c), true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("command %q has an unclosed %c", s, quote)
+	}
+	if in {
+		words = append(words, string(cur))
+	}
+	if len(words) == 0 {
+		return nil, fmt.Errorf("command %q is empty", s)
+	}
+	return words, nil
+}
