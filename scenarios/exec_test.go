@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/scenarios"
@@ -16,8 +17,12 @@ import (
 const adapterEnv = "FENCECHECK_SCENARIOS_TEST_ADAPTER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(adapterEnv) != "" {
-		if err := scenarios.ServeAdapter(context.Background(), os.Stdin, os.Stdout, os.Stderr, "test"); err != nil {
+	if mode := os.Getenv(adapterEnv); mode != "" {
+		mutantName := ""
+		if mode != "real" {
+			mutantName = mode
+		}
+		if err := scenarios.ServeAdapter(context.Background(), os.Stdin, os.Stdout, os.Stderr, "test", mutantName); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -39,7 +44,7 @@ func TestExecTransportEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	transport := fmt.Sprintf("exec:env %s=1 '%s'", adapterEnv, self)
+	transport := fmt.Sprintf("exec:env %s=real '%s'", adapterEnv, self)
 	for _, name := range []string{"zombie-holder", "holder-partition"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -68,4 +73,32 @@ func TestExecTransportEmbedded(t *testing.T) {
 			}
 		})
 	}
+	// A broken transport behind the protocol is caught as it is in-process: its findings
+	// survive the protocol.
+	t.Run("mutant ack-fenced", func(t *testing.T) {
+		t.Parallel()
+		s, _, err := scenarios.Builtin("steady")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Duration = scenarios.Duration(8 * time.Second)
+		out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: 1,
+			Transport: fmt.Sprintf("exec:env %s=ack-fenced '%s'", adapterEnv, self)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Results.Verdict != checker.VerdictInvalid || checkVerdict(out.Results, "no-lost-write") != checker.VerdictInvalid {
+			t.Fatalf("ack-fenced behind the protocol: %s, no-lost-write %s; want invalid; run directory %s",
+				out.Results.Verdict, checkVerdict(out.Results, "no-lost-write"), out.Dir)
+		}
+	})
+}
+
+func checkVerdict(res *checker.Results, name string) checker.Verdict {
+	for _, r := range res.Checks {
+		if r.Name == name {
+			return r.Verdict
+		}
+	}
+	return ""
 }

@@ -162,3 +162,39 @@ func lineprotoStart(t *testing.T, mode string, cfg transport.Config) (*lineproto
 	}
 	return lineproto.Start(context.Background(), []string{"env", adapterEnv + "=" + mode, self}, cfg)
 }
+
+// BenchmarkLeaseWrite measures the protocol's overhead on the lease-write rate: one holder
+// renewing its lease as fast as it can, in-process and through the reference adapter, on kfake.
+func BenchmarkLeaseWrite(b *testing.B) {
+	bootstrap := newKfake(b)
+	for _, via := range []string{"in-process", "exec"} {
+		b.Run(via, func(b *testing.B) {
+			cfg := transport.NewConfig(bootstrap, 10*time.Second)
+			cfg.Topic = "bench-" + via
+			cfg.TopicPartitions = 1
+			ctx := context.Background()
+			var tr transporttest.Transport
+			var err error
+			if via == "exec" {
+				tr, err = start(b, "real")(ctx, cfg)
+			} else {
+				tr, err = transporttest.Start(ctx, cfg)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tr.Close(ctx)
+			tok, err := tr.AcquireEpoch(ctx, "r")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if err := tr.WriteLease(ctx, "r", tok, transport.Lease{Holder: "m", Seq: uint64(i), Duration: time.Second, WrittenAt: time.Now()}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+		})
+	}
+}
