@@ -362,20 +362,29 @@ public final class Adapter {
   static final class Minted {
     private static final Field TM;
     private static final Field PID_EPOCH;
+    private static final ReflectiveOperationException BROKEN; // the internals are not what we read
 
     static {
+      Field tm = null;
+      Field pe = null;
+      ReflectiveOperationException broken = null;
       try {
-        TM = KafkaProducer.class.getDeclaredField("transactionManager");
-        TM.setAccessible(true);
-        PID_EPOCH = org.apache.kafka.clients.producer.internals.TransactionManager.class
-            .getDeclaredField("producerIdAndEpoch");
-        PID_EPOCH.setAccessible(true);
-      } catch (NoSuchFieldException e) {
-        throw new ExceptionInInitializerError(e);
+        tm = KafkaProducer.class.getDeclaredField("transactionManager");
+        tm.setAccessible(true);
+        pe = org.apache.kafka.clients.producer.internals.TransactionManager.class.getDeclaredField("producerIdAndEpoch");
+        pe.setAccessible(true);
+      } catch (ReflectiveOperationException e) {
+        broken = e;
       }
+      TM = tm;
+      PID_EPOCH = pe;
+      BROKEN = broken;
     }
 
     static Holding token(KafkaProducer<byte[], byte[]> producer) throws ReflectiveOperationException {
+      if (BROKEN != null) {
+        throw BROKEN;
+      }
       Object tm = TM.get(producer);
       var pe = (org.apache.kafka.common.utils.ProducerIdAndEpoch) PID_EPOCH.get(tm);
       if (pe == null || !pe.isValid()) {
