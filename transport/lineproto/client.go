@@ -60,6 +60,10 @@ type adapterProc struct {
 	exited  chan struct{} // closed when the process has been waited for
 }
 
+// StartupTimeout is how much longer than the request timeout an adapter may take to answer
+// hello and start, together.
+const StartupTimeout = 30 * time.Second
+
 // Start validates cfg, opens the harness's own transport on cfg's links and the gateway the
 // adapter will dial, starts the adapter argv (argv[0] is the program), and sends hello and
 // start. Start's errors are the transport's: ErrInvalidConfig for a bad config (TLS and SASL
@@ -179,7 +183,9 @@ func (t *Transport) adapterLocked(ctx context.Context) (*adapterProc, error) {
 	if err != nil {
 		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrClient, Stage: transport.StageLocal, Err: err}
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.cfg.RequestTimeout+t.margin)
+	// Starting is not an operation of the history: a runtime such as a JVM takes seconds to
+	// boot, more when a run starts a dozen at once on a busy machine.
+	ctx, cancel := context.WithTimeout(ctx, StartupTimeout+t.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := p.call(ctx, &Request{Op: OpHello, Version: Version})
 	if err == nil && resp.Outcome == OutcomeOK && resp.Version != Version {

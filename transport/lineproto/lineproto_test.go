@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case "real":
 		serve(lineproto.StartReal)
+	case "slow-boot":
+		time.Sleep(3 * time.Second) // a runtime that takes long to start, as a JVM under load does
+		serve(lineproto.StartReal)
 	case "hang-write":
 		serve(func(ctx context.Context, cfg transport.Config) (lineproto.Subject, error) {
 			t, err := transport.Start(ctx, cfg)
@@ -152,6 +155,21 @@ func TestHungCallIsUnknownAndTheAdapterReplaced(t *testing.T) {
 	}
 	if tok2.Compare(tok) <= 0 {
 		t.Fatalf("token after the restart %v does not sort after %v", tok2, tok)
+	}
+}
+
+// TestSlowBootIsNotAHang: an adapter that takes longer than a call's bound to boot still
+// starts: hello and start have the startup bound, not a call's.
+func TestSlowBootIsNotAHang(t *testing.T) {
+	cfg := transport.NewConfig(newKfake(t), 10*time.Second)
+	cfg.RequestTimeout = time.Second // a call's bound: 1 s plus a 1 s margin, under the 3 s boot
+	tr, err := lineprotoStart(t, "slow-boot", cfg)
+	if err != nil {
+		t.Fatalf("an adapter that boots in 3 s did not start: %v", err)
+	}
+	defer tr.Close(context.Background())
+	if _, err := tr.AcquireEpoch(context.Background(), "r"); err != nil {
+		t.Fatal(err)
 	}
 }
 
