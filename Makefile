@@ -5,6 +5,8 @@ FUZZTIME ?= 10s
 
 # The kafka target (Maven-fetched Apache Kafka jars) lives in mk/kafka.mk.
 -include mk/kafka.mk
+# The Java reference adapter of the exec protocol (kafka-clients): mk/java-adapter.mk.
+-include mk/java-adapter.mk
 
 # The containers backend's Docker engine and images: docker/engine.sh, docker/images.sh.
 ENGINE := docker/engine.sh
@@ -59,7 +61,7 @@ lint:
 ## (-p 1): scenario runs are timed in leases, and two packages starting JVMs and workloads at
 ## once on 2 cores starve each other. Within a package, tests marked parallel run four at a time
 ## (-parallel 4): the embedded scenario runs mostly wait on lease timers.
-test: lint kafka browser
+test: lint kafka java-adapter browser
 	$(MAKE) test-go
 	$(GO) test -race -timeout 10m ./transport/...
 	$(MAKE) fuzz

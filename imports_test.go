@@ -18,6 +18,8 @@ var forbidden = []struct {
 	allowed   []string
 }{
 	{pkg: "transport", forbidden: []string{"..."}, allowed: []string{"transport"}},
+	// The exec protocol's harness side is a transport too: it knows nothing of fencecheck.
+	{pkg: "transport/lineproto", forbidden: []string{"..."}, allowed: []string{"transport", "transport/lineproto"}},
 	{pkg: "transport/transporttest", forbidden: []string{"cluster/local", "cluster/containers", "cluster/external",
 		"workload", "nemesis", "checker/...", "scenarios", "reports"}},
 	{pkg: "checker/history", forbidden: []string{"..."}, allowed: []string{"checker/history"}},

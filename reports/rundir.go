@@ -166,7 +166,7 @@ type RunInfo struct {
 	Roles       int               `json:"roles"`
 	Members     int               `json:"members"`
 	Duration    time.Duration     `json:"duration_ns"`
-	Transport   string            `json:"transport,omitempty"` // "real", or "mutant:NAME"
+	Transport   string            `json:"transport,omitempty"` // "real", "mutant:NAME" or "exec:COMMAND"
 	Versions    map[string]string `json:"versions,omitempty"`
 	Interrupted bool              `json:"interrupted,omitempty"`
 	// Expanded is the scenario with every default filled in, as the runner used it.

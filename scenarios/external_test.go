@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/external"
 	"github.com/fencecheck/fencecheck/cluster/local"
@@ -289,10 +288,7 @@ func runExternal(t *testing.T, name, bootstrap, commands string) {
 	}
 	root := t.TempDir()
 	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: 11})
-	if err != nil {
-		t.Fatal(err)
-	}
-	requireValid(t, name, out)
+	mustBeValid(t, name, "a posing "+scenarios.KindExternal, 11, out, err)
 	if log, err := os.ReadFile(out.Dir.HarnessLog()); err == nil {
 		for _, line := range strings.Split(string(log), "\n") {
 			if strings.Contains(line, "fault took hold") {
@@ -319,20 +315,6 @@ func procState(pid int) string {
 		return s[i+2 : i+3]
 	}
 	return ""
-}
-
-// requireValid fails t unless the run's verdict is valid, listing what was not.
-func requireValid(t *testing.T, name string, out *scenarios.Outcome) {
-	t.Helper()
-	res := out.Results
-	if res.Verdict != checker.VerdictValid {
-		for _, r := range append(res.Checks, res.Coverage...) {
-			if r.Verdict != checker.VerdictValid {
-				t.Errorf("%s: %s %v %v", r.Name, r.Verdict, r.Anomalies, r.Details)
-			}
-		}
-		t.Fatalf("%s on a posing external cluster: %s %s; run directory %s", name, res.Verdict, res.Error, out.Dir)
-	}
 }
 
 // TestExternalSupportsFollowsCommands: on an external cluster, a broker-fault scenario (and

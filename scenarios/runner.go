@@ -23,6 +23,7 @@ import (
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
 	"github.com/fencecheck/fencecheck/transport"
+	"github.com/fencecheck/fencecheck/transport/lineproto"
 	"github.com/fencecheck/fencecheck/transport/mutant"
 	"github.com/fencecheck/fencecheck/workload"
 )
@@ -46,7 +47,9 @@ type Options struct {
 	// CheckTimeout bounds each role's porcupine search. Default checker.DefaultTimeout.
 	CheckTimeout time.Duration
 	// Transport is the transport under test: "" or "real" for transport.BrokerTransport,
-	// "mutant:NAME" for one of the deliberately broken transports of package mutant.
+	// "mutant:NAME" for one of the deliberately broken transports of package mutant,
+	// "exec:COMMAND" for a transport behind the line protocol of package lineproto (an
+	// adapter program the harness starts per process; see docs/exec-protocol.md).
 	Transport string
 	// Cluster, when not nil, is a running cluster the run uses instead of starting one (a
 	// cluster shared by several runs, see SharesCluster): Run waits until it is healthy, runs
@@ -481,15 +484,28 @@ func randomSeed() uint64 {
 	return binary.LittleEndian.Uint64(b[:])>>1 + 1 // positive and non-zero: prints the same everywhere
 }
 
-// transportStart returns how to start the transport named by name ("", "real" or
-// "mutant:NAME").
+// transportStart returns how to start the transport named by name ("", "real",
+// "mutant:NAME" or "exec:COMMAND").
 func transportStart(name string) (workload.StartFunc, error) {
 	mname, isMutant := strings.CutPrefix(name, "mutant:")
+	command, isExec := strings.CutPrefix(name, "exec:")
 	switch {
 	case name == "" || name == "real":
 		return nil, nil // the workload's default: transport.Start
+	case isExec:
+		argv, err := lineproto.SplitCommand(command)
+		if err != nil {
+			return nil, fmt.Errorf("transport %q: %w", name, err)
+		}
+		return func(ctx context.Context, cfg transport.Config) (workload.Transport, error) {
+			t, err := lineproto.Start(ctx, argv, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return t, nil
+		}, nil
 	case !isMutant:
-		return nil, fmt.Errorf("transport %q: want real or mutant:NAME", name)
+		return nil, fmt.Errorf("transport %q: want real, mutant:NAME or exec:COMMAND", name)
 	}
 	known := false
 	for _, m := range mutant.List() {

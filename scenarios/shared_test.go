@@ -93,3 +93,26 @@ func TestRunsOnSharedCluster(t *testing.T) {
 		t.Errorf("a local scenario on an embedded cluster: %v", err)
 	}
 }
+
+// TestRepeatCommandQuotes: a value with blanks or quotes (an exec transport's command line) is
+// quoted for a POSIX shell, so the stored command repeats the run when pasted; plain values
+// stay bare.
+func TestRepeatCommandQuotes(t *testing.T) {
+	s, _, err := scenarios.Builtin("steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for transport, want := range map[string]string{
+		"exec:fencecheck adapter": "--transport 'exec:fencecheck adapter'",
+		"exec:sh -c 'x'":          `--transport 'exec:sh -c '\''x'\'''`,
+		"mutant:ack-fenced":       "--transport mutant:ack-fenced",
+	} {
+		cmd := scenarios.RepeatCommand("steady", s, transport)
+		if !strings.HasSuffix(cmd, want) {
+			t.Errorf("transport %q: command %q does not end in %q", transport, cmd, want)
+		}
+		if !strings.HasPrefix(cmd, "fencecheck run steady --duration ") {
+			t.Errorf("transport %q: command %q", transport, cmd)
+		}
+	}
+}

@@ -118,7 +118,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
 	fl.IntVar(&f.roles, "roles", 0, "roles (default: the scenario's)")
 	fl.IntVar(&f.members, "members", 0, "members per role (default: the scenario's)")
-	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, or mutant:NAME (a deliberately broken one; see: fencecheck selftest --list)")
+	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, mutant:NAME (a deliberately broken one; see: fencecheck selftest --list), or exec:COMMAND (an adapter program per process speaking the line protocol of docs/exec-protocol.md, e.g. exec:'fencecheck adapter')")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
 	return c
 }

@@ -22,10 +22,11 @@ func init() { extraCommands = append(extraCommands, newSelftest) }
 
 func newSelftest() *cobra.Command {
 	var (
-		list     bool
-		seeds    int
-		parallel int
-		f        runFlags
+		list      bool
+		seeds     int
+		parallel  int
+		noMutants bool
+		f         runFlags
 	)
 	c := &cobra.Command{
 		Use:   "selftest",
@@ -39,7 +40,11 @@ transport proves nothing.
 
 At the end it prints one row per mutant: the guarantees the checker found violated, the
 scenario, the seeds tried and caught, and the median time to detect: from the run's start to
-the completion of the first operation that shows a violation.`,
+the completion of the first operation that shows a violation.
+
+--transport runs another transport where the real one runs, e.g. an implementation of your
+own behind the exec protocol (docs/exec-protocol.md): --transport exec:'CMD ARGS'. With
+--no-mutants only that transport's runs are made.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			out := c.OutOrStdout()
@@ -55,6 +60,12 @@ the completion of the first operation that shows a violation.`,
 			if parallel < 0 {
 				return usageErr("--parallel %d: want 1 or more (0: the default)", parallel)
 			}
+			if f.transport == "" {
+				f.transport = "real"
+			}
+			if strings.HasPrefix(f.transport, "mutant:") {
+				return usageErr("--transport %s: selftest runs the mutants itself; want real or exec:COMMAND", f.transport)
+			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			started := time.Now()
@@ -63,9 +74,11 @@ the completion of the first operation that shows a violation.`,
 			var reals, rows []*selftestRow
 			for _, m := range scenarios.Mutants() {
 				if !slices.ContainsFunc(reals, func(r *selftestRow) bool { return r.scenario == m.Scenario }) {
-					reals = append(reals, &selftestRow{transport: "real", scenario: m.Scenario})
+					reals = append(reals, &selftestRow{transport: f.transport, scenario: m.Scenario})
 				}
-				rows = append(rows, &selftestRow{transport: "mutant:" + m.Name, scenario: m.Scenario, guarantees: m.Guarantees})
+				if !noMutants {
+					rows = append(rows, &selftestRow{transport: "mutant:" + m.Name, scenario: m.Scenario, guarantees: m.Guarantees})
+				}
 			}
 			// Every (transport, seed) is one job; the scenarios are built and checked first, so
 			// a bad flag fails before any run starts.
@@ -104,16 +117,24 @@ the completion of the first operation that shows a violation.`,
 			if ctx.Err() != nil {
 				return &exitError{code: checker.ExitCode(checker.VerdictInconclusive), err: fmt.Errorf("selftest interrupted")}
 			}
-			printSelftestTable(out, rows)
+			if len(rows) > 0 {
+				printSelftestTable(out, rows)
+			}
 			fmt.Fprintf(out, "selftest took %s\n", time.Since(started).Round(time.Second))
 			if failed > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("selftest: %d of %d runs did not come out as expected", failed, runs)}
 			}
-			fmt.Fprintf(out, "selftest passed: %d mutants caught on %d seed(s) each, the real transport valid in %d scenario(s)\n", len(rows), seeds, len(reals))
+			if noMutants {
+				fmt.Fprintf(out, "selftest passed: the %s transport valid in %d scenario(s) on %d seed(s) each\n", f.transport, len(reals), seeds)
+				return nil
+			}
+			fmt.Fprintf(out, "selftest passed: %d mutants caught on %d seed(s) each, the %s transport valid in %d scenario(s)\n", len(rows), seeds, f.transport, len(reals))
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&list, "list", false, "list the mutants and what each must break, and exit")
+	c.Flags().StringVar(&f.transport, "transport", "real", "the transport that must come out valid: real, or exec:COMMAND (an adapter; see docs/exec-protocol.md)")
+	c.Flags().BoolVar(&noMutants, "no-mutants", false, "run only the --transport runs, not the mutants")
 	c.Flags().StringVar(&f.cluster, "cluster", "", "cluster kind (default embedded)")
 	c.Flags().DurationVar(&f.duration, "duration", 8*time.Second, "how long each run lasts")
 	c.Flags().Uint64Var(&f.seed, "seed", 1, "seed of each transport's first run; the others use the next seeds")

@@ -68,7 +68,7 @@ or the soak was interrupted, else 0.`,
 	fl.IntVar(&f.txnVersion, "txn-version", 0, "transaction.version of the cluster: 1 or 2 (default: the scenario's)")
 	fl.StringVar(&f.kafkaVersion, "kafka-version", "", "Kafka release for a local cluster (default: what make kafka fetched)")
 	fl.StringVar(&f.kafkaImage, "kafka-image", "", "broker image of a containers cluster")
-	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, or mutant:NAME")
+	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, mutant:NAME, or exec:COMMAND (see docs/exec-protocol.md)")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
 	f.count = 1
 	return c

@@ -1,0 +1,48 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/transport"
+	"github.com/fencecheck/fencecheck/transport/lineproto"
+	"github.com/fencecheck/fencecheck/transport/transporttest"
+)
+
+// TestJavaAdapterConformance runs the conformance suite on the Java reference adapter (the
+// seed's transport on kafka-clients, adapters/java) behind the exec protocol, against the
+// shared TV2 cluster through one process's links. make test builds the adapter
+// (make java-adapter); with FENCECHECK_REQUIRE_KAFKA=1 a missing build fails the test.
+func TestJavaAdapterConformance(t *testing.T) {
+	dir, err := filepath.Abs("../../adapters/java")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "target", "classes")); err != nil {
+		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
+			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Java adapter is not built (make java-adapter): %v", err)
+		}
+		t.Skipf("the Java adapter is not built (make java-adapter): %v", err)
+	}
+	c := sharedCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dial, err := c.Links(ctx, 91)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{filepath.Join(dir, "fencecheck-java-adapter")}
+	transporttest.Run(t, transporttest.Env{Bootstrap: strings.Join(c.Bootstrap(), ","), Dial: dial, TransactionVersion: 2,
+		PinTransactionVersion: true,
+		New: func(ctx context.Context, cfg transport.Config) (transporttest.Transport, error) {
+			tr, err := lineproto.Start(ctx, argv, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return tr, nil
+		}})
+}

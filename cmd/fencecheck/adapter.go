@@ -1,0 +1,41 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"strings"
+
+	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/spf13/cobra"
+)
+
+func init() { extraCommands = append(extraCommands, newAdapter) }
+
+func newAdapter() *cobra.Command {
+	var mutantName string
+	c := &cobra.Command{
+		Use:   "adapter",
+		Short: "Serve fencecheck's own transport behind the exec line protocol (for --transport exec:...)",
+		Long: `adapter is the reference adapter of the exec protocol (docs/exec-protocol.md): it reads
+JSON-line requests on stdin, runs them on fencecheck's own transport and answers on stdout; the
+transport's warnings go to stderr. The harness starts it once per process:
+
+  fencecheck run steady --transport exec:'fencecheck adapter'
+
+It is also the model for an adapter of your own. --mutant NAME serves one of selftest's
+deliberately broken transports instead, to see what a finding against an adapter looks like.`,
+		Args: exactArgs(0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			version, _, _ := strings.Cut(versionString(), "\n")
+			if err := scenarios.ServeAdapter(c.Context(), os.Stdin, os.Stdout, os.Stderr, strings.TrimPrefix(version, "fencecheck "), mutantName); err != nil {
+				if errors.Is(err, scenarios.ErrScenario) {
+					return usageErr("%v", err)
+				}
+				return harnessErr(err)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&mutantName, "mutant", "", "serve this deliberately broken transport (see: fencecheck selftest --list)")
+	return c
+}

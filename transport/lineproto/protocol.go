@@ -1,0 +1,254 @@
+// Package lineproto lets fencecheck test a lease transport written in any language: the
+// harness starts the transport as a separate program (an adapter) and talks to it in JSON
+// lines over its stdin and stdout, one request and one response per transport call.
+//
+// Start (the harness side) starts an adapter per transport instance and gives the workload
+// a transport that forwards every call to it; Serve (the adapter side) runs fencecheck's own
+// transport behind the protocol, the reference adapter (`fencecheck adapter`).
+//
+// The protocol (version 1) is documented in docs/exec-protocol.md. In short:
+//
+//   - every request is one line {"id":N,"op":"...",...}; every response is one line
+//     {"id":N,"outcome":"ok"|"fail"|"unknown",...}; responses may come out of order;
+//   - ops: hello, start, acquire, register, write_lease, write_fenced, read_role, describe,
+//     held, close;
+//   - a failed call carries {"error":{"kind":"fenced",...}} with one of the seed's error kinds
+//     and the outcome: fail (certainly no effect) or unknown (may have taken effect);
+//   - the harness encodes every record (keys and values in fencecheck's record format, base64)
+//     and decodes what an adapter reads, so an adapter needs no codec;
+//   - the adapter dials only the bootstrap addresses the harness hands it: a per-process
+//     gateway that routes every broker connection through the process's links, so link and
+//     Kafka-aware faults apply unchanged.
+package lineproto
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fencecheck/fencecheck/transport"
+)
+
+// Version is the protocol version this package speaks. hello carries it both ways; the
+// harness refuses an adapter that answers another.
+const Version = 1
+
+// The operations of the protocol.
+const (
+	OpHello       = "hello"
+	OpStart       = "start"
+	OpAcquire     = "acquire"
+	OpRegister    = "register"
+	OpWriteLease  = "write_lease"
+	OpWriteFenced = "write_fenced"
+	OpReadRole    = "read_role"
+	OpDescribe    = "describe"
+	OpHeld        = "held"
+	OpClose       = "close"
+)
+
+// Outcomes of a response: what the call says about its effect (transport.Outcome).
+const (
+	OutcomeOK      = "ok"
+	OutcomeFail    = "fail"
+	OutcomeUnknown = "unknown"
+)
+
+// Request is one line from the harness to the adapter. Which fields are set depends on Op
+// (see docs/exec-protocol.md).
+type Request struct {
+	ID uint64 `json:"id"`
+	Op string `json:"op"`
+
+	Version int     `json:"version,omitempty"` // hello
+	Config  *Config `json:"config,omitempty"`  // start
+
+	Role      string  `json:"role,omitempty"`
+	Member    string  `json:"member,omitempty"`    // register
+	Token     *Token  `json:"token,omitempty"`     // write_lease, write_fenced
+	Lease     *Lease  `json:"lease,omitempty"`     // write_lease: the lease the record encodes
+	Topic     string  `json:"topic,omitempty"`     // register, write_lease, read_role
+	Partition *int32  `json:"partition,omitempty"` // register, write_lease, read_role
+	Key       []byte  `json:"key,omitempty"`       // register, write_lease: the encoded record
+	Value     []byte  `json:"value,omitempty"`
+	Records   []Write `json:"records,omitempty"` // write_fenced
+}
+
+// Response is one line from the adapter to the harness, answering the request with the same
+// ID.
+type Response struct {
+	ID      uint64 `json:"id"`
+	Outcome string `json:"outcome"`
+	Error   *Error `json:"error,omitempty"`
+
+	Version            int      `json:"version,omitempty"`      // hello
+	Name               string   `json:"name,omitempty"`         // hello: the adapter's name and version
+	Capabilities       []string `json:"capabilities,omitempty"` // hello
+	TransactionVersion int      `json:"transaction_version,omitempty"`
+	Token              *Token   `json:"token,omitempty"`    // acquire, describe, held
+	Held               bool     `json:"held,omitempty"`     // describe, held
+	JoinSeq            *int64   `json:"join_seq,omitempty"` // register
+	Records            []Read   `json:"records,omitempty"`  // read_role
+}
+
+// Error is a failed call: Kind is one of the seed's error kinds (ErrorKinds).
+type Error struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message,omitempty"`
+}
+
+// Config is transport.Config on the wire. Durations are milliseconds. Bootstrap is the
+// gateway the harness opened for this transport instance, never the cluster's own addresses.
+type Config struct {
+	Bootstrap          string `json:"bootstrap"`
+	ClientID           string `json:"client_id"`
+	Topic              string `json:"topic"`
+	LeaseMS            int64  `json:"lease_ms"`
+	RequestTimeoutMS   int64  `json:"request_timeout_ms"`
+	FetchMaxWaitMS     int64  `json:"fetch_max_wait_ms,omitempty"`
+	FetchPartitionMax  int32  `json:"fetch_partition_max,omitempty"`
+	TopicPartitions    int32  `json:"topic_partitions"`
+	TopicReplication   int16  `json:"topic_replication"`
+	TransactionVersion int    `json:"transaction_version"`
+}
+
+// Token is a fencing token on the wire.
+type Token struct {
+	ProducerID int64 `json:"producer_id"`
+	Epoch      int16 `json:"epoch"`
+}
+
+// Lease is a lease on the wire; the record's Value already encodes it.
+type Lease struct {
+	Holder      string `json:"holder"`
+	Seq         uint64 `json:"seq"`
+	DurationNS  int64  `json:"duration_ns"`
+	WrittenAtNS int64  `json:"written_at_ns"`
+}
+
+// Write is one record of write_fenced.
+type Write struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Key       []byte `json:"key,omitempty"`
+	Value     []byte `json:"value,omitempty"`
+}
+
+// Read is one committed record of read_role.
+type Read struct {
+	Offset int64  `json:"offset"`
+	Key    []byte `json:"key,omitempty"`
+	Value  []byte `json:"value,omitempty"`
+}
+
+func tokenOf(t transport.FencingToken) *Token {
+	return &Token{ProducerID: t.ProducerID, Epoch: t.Epoch}
+}
+
+func (t *Token) fencing() transport.FencingToken {
+	if t == nil {
+		return transport.FencingToken{}
+	}
+	return transport.FencingToken{ProducerID: t.ProducerID, Epoch: t.Epoch}
+}
+
+// ErrorKinds maps the wire name of every error kind to the transport's sentinel.
+var ErrorKinds = map[string]error{
+	"invalid_config": transport.ErrInvalidConfig,
+	"admin":          transport.ErrAdmin,
+	"fenced":         transport.ErrFenced,
+	"producer":       transport.ErrProducer,
+	"client":         transport.ErrClient,
+	"not_held":       transport.ErrNotHeld,
+	"record":         transport.ErrRecord,
+	"closed":         transport.ErrClosed,
+}
+
+// kindName returns the wire name of the sentinel err wraps, "client" when it wraps none.
+func kindName(err error) string {
+	for name, kind := range ErrorKinds {
+		if errors.Is(err, kind) {
+			return name
+		}
+	}
+	return "client"
+}
+
+// ErrProtocol: the adapter broke the protocol (a malformed line, a wrong version, an unknown
+// error kind or outcome). The call's outcome is unknown.
+var ErrProtocol = errors.New("adapter protocol error")
+
+// check validates the fields every response must have right.
+func (r *Response) check() error {
+	switch r.Outcome {
+	case OutcomeOK:
+		return nil
+	case OutcomeFail, OutcomeUnknown:
+		if r.Error == nil {
+			return fmt.Errorf("%w: response %d: outcome %q without an error", ErrProtocol, r.ID, r.Outcome)
+		}
+		if _, ok := ErrorKinds[r.Error.Kind]; !ok {
+			return fmt.Errorf("%w: response %d: unknown error kind %q", ErrProtocol, r.ID, r.Error.Kind)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: response %d: outcome %q, want ok, fail or unknown", ErrProtocol, r.ID, r.Outcome)
+}
+
+// SplitCommand splits an adapter command line into the program and its arguments, as a POSIX
+// shell would split words: blanks separate, single quotes keep everything, double quotes keep
+// everything but a backslash before " or \, and a backslash outside quotes keeps the next
+// character. There is no expansion of variables, globs or ~.
+func SplitCommand(s string) ([]string, error) {
+	var (
+		words []string
+		cur   []rune
+		in    bool // inside a word
+		quote rune // ' or " while inside quotes
+	)
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		c := rs[i]
+		switch {
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			} else {
+				cur = append(cur, c)
+			}
+		case quote == '"':
+			switch {
+			case c == '"':
+				quote = 0
+			case c == '\\' && i+1 < len(rs) && (rs[i+1] == '"' || rs[i+1] == '\\'):
+				i++
+				cur = append(cur, rs[i])
+			default:
+				cur = append(cur, c)
+			}
+		case c == '\'' || c == '"':
+			quote, in = c, true
+		case c == '\\':
+			if i+1 == len(rs) {
+				return nil, fmt.Errorf("command %q ends with a backslash", s)
+			}
+			i++
+			cur, in = append(cur, rs[i]), true
+		case c == ' ' || c == '\t' || c == '\n':
+			if in {
+				words, cur, in = append(words, string(cur)), nil, false
+			}
+		default:
+			cur, in = append(cur, c), true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("command %q has an unclosed %c", s, quote)
+	}
+	if in {
+		words = append(words, string(cur))
+	}
+	if len(words) == 0 {
+		return nil, fmt.Errorf("command %q is empty", s)
+	}
+	return words, nil
+}
