@@ -18,6 +18,9 @@ func TestRunWithoutSeedEmbedded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a scenario")
 	}
+	// Embedded runs mostly wait on lease timers: they overlap one another (parallel tests
+	// start once the Kafka tests, which are not parallel, are done).
+	t.Parallel()
 	s, _, err := scenarios.Builtin("flapping")
 	if err != nil {
 		t.Fatal(err)

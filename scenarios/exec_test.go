@@ -40,6 +40,9 @@ func TestExecTransportEmbedded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs scenarios")
 	}
+	// Embedded runs mostly wait on lease timers: they overlap one another (parallel tests
+	// start once the Kafka tests, which are not parallel, are done).
+	t.Parallel()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

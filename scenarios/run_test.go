@@ -62,6 +62,9 @@ func TestBuiltinScenariosEmbedded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every scenario for its full duration")
 	}
+	// Embedded runs mostly wait on lease timers: they overlap one another (parallel tests
+	// start once the Kafka tests, which are not parallel, are done).
+	t.Parallel()
 	type run struct {
 		name string
 		out  *scenarios.Outcome

@@ -47,6 +47,9 @@ func TestRunsOnSharedCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two scenarios")
 	}
+	// Embedded runs mostly wait on lease timers: they overlap one another (parallel tests
+	// start once the Kafka tests, which are not parallel, are done).
+	t.Parallel()
 	ctx := context.Background()
 	cl, err := scenarios.StartCluster(ctx, scenarios.ClusterSpec{Kind: scenarios.KindEmbedded}, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -136,6 +136,9 @@ func TestCappedFreezeRecordsItsRealLength(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 10s scenario")
 	}
+	// Embedded runs mostly wait on lease timers: they overlap one another (parallel tests
+	// start once the Kafka tests, which are not parallel, are done).
+	t.Parallel()
 	s, err := scenarios.Parse("capped.yaml", []byte(`name: capped
 description: a freeze longer than a commit can be held back
 workload:
