@@ -47,6 +47,11 @@ type ClusterSpec struct {
 	// BrokerCommands is the YAML file of an external cluster's broker commands (see
 	// external.Commands); without it an external cluster has no broker faults.
 	BrokerCommands string `json:"broker_commands,omitempty" yaml:"broker_commands,omitempty"`
+	// Security secures the client listener: "" (plaintext), tls (mutual TLS), sasl-scram
+	// (SASL_PLAINTEXT) or sasl-ssl (SASL_SSL), with SCRAM. A local or containers cluster makes
+	// its certificates and credentials at start; an external one takes them from the
+	// environment (EnvSASLUsername and the others). Never a secret itself.
+	Security string `json:"security,omitempty" yaml:"security,omitempty"`
 }
 
 // validate names the first bad field.
@@ -68,6 +73,9 @@ func (c *ClusterSpec) validate() error {
 	}
 	if strings.HasPrefix(c.KafkaVersion, "3.") && c.TransactionVersion == 2 {
 		return fmt.Errorf("cluster.transaction_version: Kafka %s has no transaction.version 2", c.KafkaVersion)
+	}
+	if err := validSecurity(c.Security, c.Kind); err != nil {
+		return err
 	}
 	if c.Kind == KindExternal && c.Bootstrap == "" {
 		return fmt.Errorf("cluster.bootstrap: required for an external cluster")
@@ -93,11 +101,11 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 		return embedded.New(ctx, embedded.Options{Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion, Logger: log})
 	case KindLocal:
 		return local.New(ctx, local.Options{Version: spec.KafkaVersion, Brokers: spec.Brokers,
-			TxnVersion: spec.TransactionVersion, LogsDir: logsDir, Logger: log})
+			TxnVersion: spec.TransactionVersion, LogsDir: logsDir, Logger: log, Security: spec.Security})
 	case KindContainers:
 		return containers.New(ctx, containers.Options{Version: spec.KafkaVersion, KafkaImage: spec.KafkaImage,
 			ToxiproxyImage: spec.ToxiproxyImage, Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion,
-			LogsDir: logsDir, Logger: log})
+			LogsDir: logsDir, Logger: log, Security: spec.Security})
 	case KindExternal:
 		var bootstrap []string
 		for _, b := range strings.Split(spec.Bootstrap, ",") {
@@ -112,9 +120,13 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 				return nil, fmt.Errorf("cluster.broker_commands: %w", err)
 			}
 		}
+		sec, err := externalSecurity(spec.Security)
+		if err != nil {
+			return nil, err
+		}
 		return external.New(ctx, external.Options{Bootstrap: bootstrap,
 			Network: cluster.NetworkOptions{Toxiproxy: spec.ToxiproxyAPI, Logger: log}, Logger: log,
-			Commands: cmds, LogsDir: logsDir})
+			Commands: cmds, LogsDir: logsDir, Security: sec})
 	}
 	return nil, fmt.Errorf("cluster.kind %q: %w", spec.Kind, cluster.Unsupported(spec.Kind, "start", "unknown kind"))
 }

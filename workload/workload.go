@@ -203,6 +203,9 @@ func (wl *Workload) startProcesses(ctx context.Context) error {
 			}
 			tc := wl.transportConfig(p.name)
 			tc.Dial = p.gate.dial(dial)
+			// A secured cluster's links speak TLS themselves (cluster.Network.SetTLS), so the
+			// transport adds only SASL on top of them.
+			tc.Security = transportSecurity(cluster.ClientSecurity(wl.cl).SASLOnly())
 			if p.tr, err = wl.startTransport(ctx, tc); err != nil {
 				errs[i] = fmt.Errorf("start %s: %w", p.name, err)
 				return
@@ -226,7 +229,16 @@ func (wl *Workload) transportConfig(process string) transport.Config {
 	tc.TopicReplication = wl.cfg.replication(wl.cl.Info().Brokers)
 	tc.TransactionVersion = wl.cfg.TransactionVersion
 	tc.Logger = wl.log.With("process", process)
+	tc.Security = transportSecurity(cluster.ClientSecurity(wl.cl))
 	return tc
+}
+
+// transportSecurity is the transport's form of a cluster's client security.
+func transportSecurity(s *cluster.Security) *transport.ClientSecurity {
+	if !s.Enabled() {
+		return nil
+	}
+	return &transport.ClientSecurity{TLS: s.TLS, SASLMechanism: s.SASLMechanism, Username: s.Username, Password: s.Password}
 }
 
 // createTopics creates the coordination and work topics through the first process and
@@ -246,7 +258,7 @@ func (wl *Workload) createTopics(ctx context.Context) error {
 	if wl.cfg.Retention <= 0 {
 		return nil
 	}
-	admin, err := cluster.NewAdminClient(wl.cl.Bootstrap(), wl.log)
+	admin, err := cluster.AdminClient(wl.cl, wl.log)
 	if err != nil {
 		return fmt.Errorf("retention: %w", err)
 	}
