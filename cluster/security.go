@@ -134,7 +134,8 @@ func ClientSecurity(c Cluster) *Security {
 	return nil
 }
 
-// AdminClient is NewAdminClient on c's bootstrap addresses with c's client security.
+// AdminClient is NewAdminClient on c's bootstrap addresses with c's client security. Extra
+// options cannot change the principal: kgo uses the first SASL mechanism it is given.
 func AdminClient(c Cluster, log *slog.Logger, extra ...kgo.Opt) (*kgo.Client, error) {
 	return NewAdminClient(c.Bootstrap(), log, append(ClientSecurity(c).KgoOpts(), extra...)...)
 }

@@ -52,6 +52,10 @@ type ClusterSpec struct {
 	// its certificates and credentials at start; an external one takes them from the
 	// environment (EnvSASLUsername and the others). Never a secret itself.
 	Security string `json:"security,omitempty" yaml:"security,omitempty"`
+	// UnauthorizedProcesses (1-based) authenticate as UnauthorizedUser, whom the ACLs deny
+	// every transactional id: their members can never hold a role. Needs a local or
+	// containers cluster with security sasl-scram or sasl-ssl.
+	UnauthorizedProcesses []int `json:"unauthorized_processes,omitempty" yaml:"unauthorized_processes,omitempty"`
 }
 
 // validate names the first bad field.
@@ -76,6 +80,14 @@ func (c *ClusterSpec) validate() error {
 	}
 	if err := validSecurity(c.Security, c.Kind); err != nil {
 		return err
+	}
+	if len(c.UnauthorizedProcesses) > 0 {
+		if c.Security != SecuritySASLScram && c.Security != SecuritySASLSSL {
+			return fmt.Errorf("cluster.unauthorized_processes: needs cluster.security %s or %s (the principal is a SCRAM user)", SecuritySASLScram, SecuritySASLSSL)
+		}
+		if c.Kind != KindLocal && c.Kind != KindContainers {
+			return fmt.Errorf("cluster.unauthorized_processes: needs a local or containers cluster, whose administrator fencecheck is (kind is %s)", c.Kind)
+		}
 	}
 	if c.Kind == KindExternal && c.Bootstrap == "" {
 		return fmt.Errorf("cluster.bootstrap: required for an external cluster")

@@ -1,12 +1,22 @@
 package scenarios
 
 import (
+	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencecheck/fencecheck/cluster"
 )
@@ -141,4 +151,83 @@ func ConnectionHelp(cl cluster.Cluster) []string {
 		lines = append(lines, fmt.Sprintf("  SASL user %s, password in %s (mode 0600), e.g. %s=%s", sec.Username, pw, EnvSASLPasswordFile, pw))
 	}
 	return lines
+}
+
+// UnauthorizedUser is the principal of the processes in cluster.unauthorized_processes: it
+// may use every topic, and the ACLs deny it every transactional id.
+const UnauthorizedUser = "fencecheck-unauthorized"
+
+// unauthorizedPrincipal creates UnauthorizedUser on a secured cluster with SASL (a random
+// SCRAM-SHA-512 password, kept in memory only), allows it every operation on every topic and
+// denies it every transactional id, and returns once a broker authenticates it and answers
+// as its ACLs say.
+func unauthorizedPrincipal(ctx context.Context, cl cluster.Cluster, log *slog.Logger) (*cluster.Security, error) {
+	admin := cluster.ClientSecurity(cl)
+	if admin == nil || admin.SASLMechanism == "" {
+		return nil, fmt.Errorf("cluster.unauthorized_processes: needs cluster.security %s or %s", SecuritySASLScram, SecuritySASLSSL)
+	}
+	var b [18]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	sec := &cluster.Security{TLS: admin.TLS, SASLMechanism: cluster.SASLScramSHA512, Username: UnauthorizedUser, Password: hex.EncodeToString(b[:])}
+	acl, err := cluster.AdminClient(cl, log)
+	if err != nil {
+		return nil, err
+	}
+	defer acl.Close()
+	adm := kadm.NewClient(acl)
+	up, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: sec.Username, Mechanism: kadm.ScramSha512, Iterations: 4096, Password: sec.Password}})
+	if err == nil {
+		for _, r := range up {
+			err = errors.Join(err, r.Err)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", sec.Username, err)
+	}
+	principal := "User:" + sec.Username
+	for _, b := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Allow(principal).AllowHosts().Topics("*").Operations(kadm.OpAll),
+		kadm.NewACLs().Deny(principal).DenyHosts().TransactionalIDs("*").Operations(kadm.OpAll),
+	} {
+		res, err := adm.CreateACLs(ctx, b.ResourcePatternType(kadm.ACLPatternLiteral))
+		if err == nil {
+			for _, r := range res {
+				err = errors.Join(err, r.Err)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ACLs of %s: %w", sec.Username, err)
+		}
+	}
+	// Credentials and ACLs reach the brokers through the metadata log. Ready: a broker
+	// authenticates the user and tells it that an absent topic is unknown (not unauthorized).
+	probe, err := cluster.NewAdminClient(cl.Bootstrap(), log, sec.KgoOpts()...) // not AdminClient: its SASL would come first
+	if err != nil {
+		return nil, err
+	}
+	defer probe.Close()
+	const topic = "fencecheck-acl-probe"
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		req := kmsg.NewPtrMetadataRequest()
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, t)
+		resp, err := req.RequestWith(ctx, probe)
+		if err == nil && len(resp.Topics) == 1 {
+			err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+				log.Info("unauthorized principal ready", "user", sec.Username)
+				return sec, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("user %s not ready: %v (%w)", sec.Username, err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
@@ -114,4 +115,83 @@ func TestSecuredRunLeaksNoSecret(t *testing.T) {
 		t.Errorf("run.json does not record the security mode:\n%s", runJSON)
 	}
 	t.Logf("%d files of the run checked; none holds a secret", files)
+}
+
+// TestUnauthorizedMemberNeverHolds runs steady on a SASL cluster where process p2
+// authenticates as a principal the ACLs deny every transactional id: its members (one per
+// role) never hold their role, every acquire of theirs fails, and the other members still
+// hand the roles over among themselves; the run is valid.
+func TestUnauthorizedMemberNeverHolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Kafka cluster")
+	}
+	if _, err := local.FindHome("", ""); err != nil {
+		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
+			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Kafka jars are missing: %v", err)
+		}
+		t.Skipf("local Kafka not installed (%v); run make kafka", err)
+	}
+	s, _, err := scenarios.Builtin("steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.UseCluster(scenarios.KindLocal)
+	s.Cluster.Brokers = 1
+	s.Cluster.Security = scenarios.SecuritySASLScram
+	s.Cluster.UnauthorizedProcesses = []int{2}
+	s.Workload.Processes, s.Workload.Roles, s.Workload.MembersPerRole = 4, 2, 3
+	s.Duration = scenarios.Duration(15 * time.Second)
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: 23})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireValid(t, "steady with an unauthorized process", out)
+	h, err := history.ReadFile(out.Dir.History())
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := map[string]bool{} // role/member of p2's members
+	okAcquires := map[string]int{}
+	var deniedAcquires int
+	for _, op := range h.Ops {
+		if op.Kind != history.KindAcquire {
+			continue
+		}
+		if op.Process == "p2" {
+			denied[op.Role+"/"+op.Member] = true
+			deniedAcquires++
+			if op.Type != history.TypeFail {
+				t.Errorf("acquire by %s/%s on p2: %v %q; want fail", op.Role, op.Member, op.Type, op.Error)
+			}
+			continue
+		}
+		if op.Type == history.TypeOK {
+			okAcquires[op.Role]++
+		}
+	}
+	if deniedAcquires == 0 {
+		t.Fatal("the members on p2 never tried to acquire")
+	}
+	for _, role := range []string{"r1", "r2"} {
+		if okAcquires[role] < 2 {
+			t.Errorf("role %s: %d acquires by authorized members; want handoffs among them", role, okAcquires[role])
+		}
+	}
+	for _, op := range h.Ops {
+		if op.Kind == history.KindFinalRead && op.Type == history.TypeOK {
+			for _, rec := range op.Result.Records {
+				role := op.Role
+				if rec.Role != "" {
+					role = rec.Role // a work record names its writer's role
+				}
+				if rec.Kind != history.RecordRegistration && denied[role+"/"+rec.Member] {
+					t.Errorf("final read of %s holds a record of unauthorized member %s: %+v", op.Role, rec.Member, rec)
+				}
+			}
+		}
+	}
+	t.Logf("%d acquires by p2's members %v, all fail; authorized acquires %v", deniedAcquires, denied, okAcquires)
 }
