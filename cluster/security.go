@@ -70,11 +70,9 @@ func (s *Security) String() string {
 // LogValue keeps the password out of structured logs.
 func (s *Security) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
-// GoString keeps the password out of %#v.
-func (s *Security) GoString() string { return s.String() }
-
-// Format keeps the password out of every fmt verb (%v, %+v, %s, ...).
-func (s *Security) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(s.String())) }
+// Format keeps the password out of every fmt verb (%v, %+v, %#v, %s, ...), of a Security
+// and of a pointer to one.
+func (s Security) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(s.String())) }
 
 // SASLOnly returns s without TLS, for a client whose dial function already speaks TLS (the
 // links of a secured cluster, see Network.SetTLS); nil when s has no SASL.

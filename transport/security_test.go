@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -54,6 +55,22 @@ func TestSecurityCauseNamesTheFailure(t *testing.T) {
 		}
 		if strings.Contains(got, sec.Password) {
 			t.Errorf("securityCause(%v) = %q shows the password", tc.err, got)
+		}
+	}
+}
+
+// TestClientSecurityNeverPrintsThePassword: a logged Config or ClientSecurity, in any fmt
+// verb, shows the mechanism and the user, never the password.
+func TestClientSecurityNeverPrintsThePassword(t *testing.T) {
+	sec := &ClientSecurity{SASLMechanism: SASLScramSHA512, Username: "alice", Password: "hunter2-secret"}
+	cfg := NewConfig("h:1", time.Second)
+	cfg.Security = sec
+	for _, got := range []string{fmt.Sprintf("%v %+v %#v %s", sec, sec, sec, sec), fmt.Sprintf("%+v", *sec), fmt.Sprintf("%+v %#v", cfg, cfg)} {
+		if strings.Contains(got, sec.Password) {
+			t.Errorf("%q shows the password", got)
+		}
+		if !strings.Contains(got, "alice") {
+			t.Errorf("%q does not name the user", got)
 		}
 	}
 }
