@@ -38,7 +38,7 @@ func NewAdminClient(seeds []string, log *slog.Logger, extra ...kgo.Opt) (*kgo.Cl
 // broker it lists), and FindCoordinator for HealthTxnID names one of them. It
 // polls until then or until ctx ends, and then returns the last problem.
 func WaitHealthy(ctx context.Context, c Cluster, log *slog.Logger) error {
-	cl, err := NewAdminClient(c.Bootstrap(), log)
+	cl, err := AdminClient(c, log)
 	if err != nil {
 		return err
 	}

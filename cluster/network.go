@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -147,6 +148,7 @@ type Network struct {
 	createMu sync.Mutex // serializes proxy creation (port choice, names)
 
 	kafka kafkaFaults // Kafka-aware faults on the process links (kafkafault.go)
+	tls   *tls.Config // set by SetTLS: process links speak TLS to the brokers
 
 	mu       sync.RWMutex
 	closed   bool
@@ -297,7 +299,19 @@ func (n *Network) Dialer(ctx context.Context, process int) (DialFunc, error) {
 				return nil, err
 			}
 		}
-		return d.DialContext(ctx, network, l.dialAddr(0))
+		conn, err := d.DialContext(ctx, network, l.dialAddr(0))
+		if err != nil {
+			return nil, err
+		}
+		n.mu.RLock()
+		conf := n.tls
+		n.mu.RUnlock()
+		if conf == nil {
+			return conn, nil
+		}
+		// TLS runs end to end, client to broker: the proxy carries the TLS bytes unchanged,
+		// and the Kafka-aware faults below see the plaintext frames inside it.
+		return tlsClient(ctx, conn, conf, host)
 	}
 	// Every connection is seen as Kafka frames, so Kafka-aware faults act in the client's
 	// path on every backend; held requests are delivered later along the same link.
@@ -312,6 +326,17 @@ func (n *Network) Dialer(ctx context.Context, process int) (DialFunc, error) {
 	}
 	n.dialFunc[process] = f
 	return f, nil
+}
+
+// SetTLS makes every process link connection speak TLS with conf (the brokers' client
+// listener is SSL or SASL_SSL): the dial functions of Dialer return the TLS connection, so
+// a client given one must not add TLS itself, and Kafka-aware faults act on the Kafka frames
+// inside TLS. The handshake's server name is the host of the broker's advertised address
+// unless conf sets one. Call it before the first dial.
+func (n *Network) SetTLS(conf *tls.Config) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.tls = conf
 }
 
 // ProcessLinks returns the links of process to every registered broker,

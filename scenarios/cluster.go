@@ -47,6 +47,15 @@ type ClusterSpec struct {
 	// BrokerCommands is the YAML file of an external cluster's broker commands (see
 	// external.Commands); without it an external cluster has no broker faults.
 	BrokerCommands string `json:"broker_commands,omitempty" yaml:"broker_commands,omitempty"`
+	// Security secures the client listener: "" (plaintext), tls (mutual TLS), sasl-scram
+	// (SASL_PLAINTEXT) or sasl-ssl (SASL_SSL), with SCRAM. A local or containers cluster makes
+	// its certificates and credentials at start; an external one takes them from the
+	// environment (EnvSASLUsername and the others). Never a secret itself.
+	Security string `json:"security,omitempty" yaml:"security,omitempty"`
+	// UnauthorizedProcesses (1-based) authenticate as UnauthorizedUser, whom the ACLs deny
+	// every transactional id: their members can never hold a role. Needs a local or
+	// containers cluster with security sasl-scram or sasl-ssl.
+	UnauthorizedProcesses []int `json:"unauthorized_processes,omitempty" yaml:"unauthorized_processes,omitempty"`
 }
 
 // validate names the first bad field.
@@ -68,6 +77,17 @@ func (c *ClusterSpec) validate() error {
 	}
 	if strings.HasPrefix(c.KafkaVersion, "3.") && c.TransactionVersion == 2 {
 		return fmt.Errorf("cluster.transaction_version: Kafka %s has no transaction.version 2", c.KafkaVersion)
+	}
+	if err := validSecurity(c.Security, c.Kind); err != nil {
+		return err
+	}
+	if len(c.UnauthorizedProcesses) > 0 {
+		if c.Security != SecuritySASLScram && c.Security != SecuritySASLSSL {
+			return fmt.Errorf("cluster.unauthorized_processes: needs cluster.security %s or %s (the principal is a SCRAM user)", SecuritySASLScram, SecuritySASLSSL)
+		}
+		if c.Kind != KindLocal && c.Kind != KindContainers {
+			return fmt.Errorf("cluster.unauthorized_processes: needs a local or containers cluster, whose administrator fencecheck is (kind is %s)", c.Kind)
+		}
 	}
 	if c.Kind == KindExternal && c.Bootstrap == "" {
 		return fmt.Errorf("cluster.bootstrap: required for an external cluster")
@@ -93,11 +113,11 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 		return embedded.New(ctx, embedded.Options{Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion, Logger: log})
 	case KindLocal:
 		return local.New(ctx, local.Options{Version: spec.KafkaVersion, Brokers: spec.Brokers,
-			TxnVersion: spec.TransactionVersion, LogsDir: logsDir, Logger: log})
+			TxnVersion: spec.TransactionVersion, LogsDir: logsDir, Logger: log, Security: spec.Security})
 	case KindContainers:
 		return containers.New(ctx, containers.Options{Version: spec.KafkaVersion, KafkaImage: spec.KafkaImage,
 			ToxiproxyImage: spec.ToxiproxyImage, Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion,
-			LogsDir: logsDir, Logger: log})
+			LogsDir: logsDir, Logger: log, Security: spec.Security})
 	case KindExternal:
 		var bootstrap []string
 		for _, b := range strings.Split(spec.Bootstrap, ",") {
@@ -112,9 +132,13 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 				return nil, fmt.Errorf("cluster.broker_commands: %w", err)
 			}
 		}
+		sec, err := externalSecurity(spec.Security)
+		if err != nil {
+			return nil, err
+		}
 		return external.New(ctx, external.Options{Bootstrap: bootstrap,
 			Network: cluster.NetworkOptions{Toxiproxy: spec.ToxiproxyAPI, Logger: log}, Logger: log,
-			Commands: cmds, LogsDir: logsDir})
+			Commands: cmds, LogsDir: logsDir, Security: sec})
 	}
 	return nil, fmt.Errorf("cluster.kind %q: %w", spec.Kind, cluster.Unsupported(spec.Kind, "start", "unknown kind"))
 }

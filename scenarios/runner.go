@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,9 +266,26 @@ func (r *runner) startCluster(ctx context.Context) error {
 	}
 	var faultIDs atomic.Int64
 	next := func() int64 { return faultIDs.Add(1) }
-	if r.wl, err = workload.New(ctx, cfg, cl, r.hist, r.log.With("component", "workload"), r.opts.Seed,
-		workload.WithStart(r.started), workload.WithFaultIDs(next), workload.WithoutPauseWindows(),
-		workload.WithTransport(r.start)); err != nil {
+	wlOpts := []workload.Option{workload.WithStart(r.started), workload.WithFaultIDs(next), workload.WithoutPauseWindows(),
+		workload.WithTransport(r.start)}
+	if procs := r.s.Cluster.UnauthorizedProcesses; len(procs) > 0 {
+		for _, p := range procs {
+			if p < 1 || p > cfg.Processes {
+				return fmt.Errorf("%w: cluster.unauthorized_processes: process %d, want 1 to %d", ErrScenario, p, cfg.Processes)
+			}
+		}
+		sec, err := unauthorizedPrincipal(ctx, cl, r.log.With("component", "cluster"))
+		if err != nil {
+			return err
+		}
+		wlOpts = append(wlOpts, workload.WithProcessSecurity(func(n int) *cluster.Security {
+			if slices.Contains(procs, n) {
+				return sec
+			}
+			return nil
+		}))
+	}
+	if r.wl, err = workload.New(ctx, cfg, cl, r.hist, r.log.With("component", "workload"), r.opts.Seed, wlOpts...); err != nil {
 		return err
 	}
 	sched, hasFaults, err := r.s.Nemesis.Schedule()

@@ -47,6 +47,10 @@ func TestParseRejects(t *testing.T) {
 		{"unknown promise", base + "promises: [miracle]\n", []string{"promises[0]", "miracle"}},
 		{"name with a slash", "name: a/b\ndescription: d\nduration: 10s\n", []string{"name"}},
 		{"empty file", "", []string{"empty"}},
+		{"unknown security mode", base + "cluster:\n  kind: local\n  security: kerberos\n", []string{"cluster.security", "kerberos"}},
+		{"security on kfake", base + "cluster:\n  kind: embedded\n  security: tls\n", []string{"cluster.security", "embedded"}},
+		{"unauthorized processes without SASL", base + "cluster:\n  kind: local\n  security: tls\n  unauthorized_processes: [2]\n", []string{"cluster.unauthorized_processes", "sasl"}},
+		{"unauthorized processes on an external cluster", base + "cluster:\n  kind: external\n  bootstrap: h:1\n  security: sasl-ssl\n  unauthorized_processes: [2]\n", []string{"cluster.unauthorized_processes", "external"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

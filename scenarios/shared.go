@@ -45,6 +45,8 @@ func RepeatCommand(arg string, s *Scenario, transport string) string {
 	add("--bootstrap", s.Cluster.Bootstrap, s.Cluster.Bootstrap != "")
 	add("--toxiproxy-api", s.Cluster.ToxiproxyAPI, s.Cluster.ToxiproxyAPI != "")
 	add("--broker-commands", s.Cluster.BrokerCommands, s.Cluster.BrokerCommands != "")
+	// The mode only: an external cluster's credentials stay in the FENCECHECK_* variables.
+	add("--security", s.Cluster.Security, s.Cluster.Security != "")
 	add("--processes", s.Workload.Processes, true)
 	add("--roles", s.Workload.Roles, true)
 	add("--members", s.Workload.MembersPerRole, true)

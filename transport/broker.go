@@ -192,6 +192,9 @@ func (t *BrokerTransport) clusterHasTV2(ctx context.Context) (bool, error) {
 	req.ClientSoftwareVersion = "1"
 	resp, err := req.RequestWith(ctx, t.admin)
 	if err != nil {
+		if cause := securityCause(err, t.cfg.Security); cause != "" {
+			return false, fmt.Errorf("no bootstrap address accepted the admin connection: %s: %w", cause, err)
+		}
 		return false, fmt.Errorf("no bootstrap address accepted the admin connection: %w", err)
 	}
 	for _, f := range resp.FinalizedFeatures {

@@ -78,6 +78,9 @@ func (e *Error) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("%s: %v", who, e.Kind)
 	}
+	if isAuthorization(e.Err) {
+		return fmt.Sprintf("%s: %v: not authorized by the cluster's ACLs: %v", who, e.Kind, e.Err)
+	}
 	return fmt.Sprintf("%s: %v: %v", who, e.Kind, e.Err)
 }
 
@@ -123,6 +126,11 @@ func Classify(err error) Outcome {
 		return Fail
 	case e.Op == OpRead || e.Op == OpDescribe || e.Op == OpStart:
 		// These change nothing on the cluster, so a failure has no effect to account for.
+		return Fail
+	case e.Op == OpAcquire && isAuthorization(e.Err):
+		// The authorizer refused InitProducerId before the coordinator acted on it. Every
+		// attempt kgo made was refused the same way (a principal's ACLs do not change while
+		// one call runs), so nothing was minted and no holder was fenced.
 		return Fail
 	case e.Op == OpAcquire:
 		// InitProducerId may have reached the coordinator (kgo retries it internally) and

@@ -37,9 +37,11 @@ type Workload struct {
 	faultID func() int64
 	// pauseWindows: Freeze records member-pause windows (see WithoutPauseWindows).
 	startTransport StartFunc
-	pauseWindows   bool
-	roles          []string
-	workTopic      string
+	// processSecurity, when set, gives a process its own principal (WithProcessSecurity).
+	processSecurity func(process int) *cluster.Security
+	pauseWindows    bool
+	roles           []string
+	workTopic       string
 
 	procs   []*process
 	members []*member
@@ -92,6 +94,7 @@ type reader struct {
 type Option interface{ apply(*options) }
 
 type options struct {
+	security    func(process int) *cluster.Security
 	startTr     StartFunc
 	start       time.Time
 	faultIDs    func() int64
@@ -116,6 +119,14 @@ func WithFaultIDs(next func() int64) Option {
 // WithTransport makes every process's transport with start instead of transport.Start. The
 // final reads always use transport.Start: they are the reference the checker judges by.
 func WithTransport(start StartFunc) Option { return optionFunc(func(o *options) { o.startTr = start }) }
+
+// WithProcessSecurity gives process n (1-based) its own client security, when security(n)
+// is not nil, instead of the cluster's: a process that authenticates as another principal,
+// say one the ACLs deny every transactional id. Only its SASL part is used: the links speak
+// the cluster's TLS.
+func WithProcessSecurity(security func(process int) *cluster.Security) Option {
+	return optionFunc(func(o *options) { o.security = security })
+}
 
 // WithoutPauseWindows leaves the recording of member-pause windows to the caller: the
 // nemesis records every fault it injects, freezes included, so the workload must not record
@@ -155,8 +166,8 @@ func New(ctx context.Context, cfg Config, c cluster.Cluster, w *history.Writer, 
 
 	wl := &Workload{
 		cfg: cfg, cl: c, log: log, seed: seed, faultID: o.faultIDs, pauseWindows: !o.noPauseRecs,
-		startTransport: o.startTr,
-		workTopic:      cfg.workTopic(), stopping: make(chan struct{}),
+		startTransport: o.startTr, processSecurity: o.security,
+		workTopic: cfg.workTopic(), stopping: make(chan struct{}),
 	}
 	for i := range cfg.Roles {
 		wl.roles = append(wl.roles, RoleName(i))
@@ -203,6 +214,15 @@ func (wl *Workload) startProcesses(ctx context.Context) error {
 			}
 			tc := wl.transportConfig(p.name)
 			tc.Dial = p.gate.dial(dial)
+			// A secured cluster's links speak TLS themselves (cluster.Network.SetTLS), so the
+			// transport adds only SASL on top of them.
+			sec := cluster.ClientSecurity(wl.cl)
+			if wl.processSecurity != nil {
+				if own := wl.processSecurity(n); own != nil {
+					sec = own
+				}
+			}
+			tc.Security = transportSecurity(sec.SASLOnly())
 			if p.tr, err = wl.startTransport(ctx, tc); err != nil {
 				errs[i] = fmt.Errorf("start %s: %w", p.name, err)
 				return
@@ -226,7 +246,16 @@ func (wl *Workload) transportConfig(process string) transport.Config {
 	tc.TopicReplication = wl.cfg.replication(wl.cl.Info().Brokers)
 	tc.TransactionVersion = wl.cfg.TransactionVersion
 	tc.Logger = wl.log.With("process", process)
+	tc.Security = transportSecurity(cluster.ClientSecurity(wl.cl))
 	return tc
+}
+
+// transportSecurity is the transport's form of a cluster's client security.
+func transportSecurity(s *cluster.Security) *transport.ClientSecurity {
+	if !s.Enabled() {
+		return nil
+	}
+	return &transport.ClientSecurity{TLS: s.TLS, SASLMechanism: s.SASLMechanism, Username: s.Username, Password: s.Password}
 }
 
 // createTopics creates the coordination and work topics through the first process and
@@ -246,7 +275,7 @@ func (wl *Workload) createTopics(ctx context.Context) error {
 	if wl.cfg.Retention <= 0 {
 		return nil
 	}
-	admin, err := cluster.NewAdminClient(wl.cl.Bootstrap(), wl.log)
+	admin, err := cluster.AdminClient(wl.cl, wl.log)
 	if err != nil {
 		return fmt.Errorf("retention: %w", err)
 	}

@@ -127,6 +127,10 @@ type Options struct {
 	Network cluster.NetworkOptions
 	// Logger receives the backend's events. Default: discard.
 	Logger *slog.Logger
+	// Security secures the client listener as local.Options.Security does: "" (plaintext),
+	// "tls", "sasl-scram" or "sasl-ssl". The generated files live in the cluster folder,
+	// which every container mounts.
+	Security string
 }
 
 // Cluster is a running containers cluster. It implements cluster.Cluster;
@@ -293,7 +297,7 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		Kind: Kind, Version: opts.Version, Brokers: opts.Brokers, TxnVersion: opts.TxnVersion,
 		Dir: opts.Dir, LogsDir: opts.LogsDir, JVMFlags: opts.JVMFlags, Configs: opts.Configs,
 		StartTimeout: opts.StartTimeout, Network: opts.Network, Logger: opts.Logger,
-		Runner: r,
+		Security: opts.Security, Runner: r,
 	})
 	if err != nil {
 		return nil, err

@@ -48,6 +48,10 @@ type Options struct {
 	// LogsDir receives broker-commands.log: every command run, its exit
 	// status and output. "" keeps no such log.
 	LogsDir string
+	// Security is how clients authenticate to the cluster's listener (nil:
+	// plaintext). Process links then speak TLS themselves (Network.SetTLS)
+	// and the harness's own clients use it on the bootstrap addresses.
+	Security *cluster.Security
 }
 
 // Cluster is an attached external cluster. It implements cluster.Cluster.
@@ -72,6 +76,9 @@ var (
 	_ cluster.Cluster  = (*Cluster)(nil)
 	_ cluster.Isolator = (*Cluster)(nil)
 )
+
+// ClientSecurity implements cluster.Secured.
+func (c *Cluster) ClientSecurity() *cluster.Security { return c.opts.Security }
 
 // New attaches to the cluster: it learns the brokers from a Metadata request,
 // creates the link layer and returns once the cluster is healthy
@@ -105,7 +112,10 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if c.net, err = cluster.NewNetwork(ctx, opts.Network); err != nil {
 		return nil, err
 	}
-	if c.cl, err = cluster.NewAdminClient(opts.Bootstrap, c.log); err != nil {
+	if opts.Security != nil && opts.Security.TLS != nil {
+		c.net.SetTLS(opts.Security.TLS)
+	}
+	if c.cl, err = cluster.NewAdminClient(opts.Bootstrap, c.log, opts.Security.KgoOpts()...); err != nil {
 		return nil, err
 	}
 	for {

@@ -252,7 +252,7 @@ func (c *Cluster) waitBack(ctx context.Context, t target) error {
 func (c *Cluster) answers(ctx context.Context, t target) error {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cl, err := cluster.NewAdminClient([]string{net.JoinHostPort(t.Host, t.Port)}, c.log)
+	cl, err := cluster.NewAdminClient([]string{net.JoinHostPort(t.Host, t.Port)}, c.log, c.opts.Security.KgoOpts()...)
 	if err != nil {
 		return err
 	}

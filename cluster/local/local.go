@@ -79,6 +79,11 @@ type Options struct {
 	Network cluster.NetworkOptions
 	// Logger receives the backend's events. Default: discard.
 	Logger *slog.Logger
+	// Security secures the client listener: "" (plaintext), "tls" (mutual TLS), "sasl-scram"
+	// (SASL_PLAINTEXT) or "sasl-ssl" (SASL_SSL), SCRAM-SHA-256 and -512. The certificates
+	// and the admin's SCRAM credentials are generated at start; the standard authorizer runs
+	// and the admin (ClientSecurity) is a super user. Inter-broker traffic stays plaintext.
+	Security string
 }
 
 // Cluster is a running local cluster. It implements cluster.Cluster; Tag,
@@ -102,6 +107,9 @@ func (o *Options) defaults() (Home, error) {
 	}
 	if o.Network.Toxiproxy != "" {
 		return Home{}, &cluster.OptionError{Field: "Network.Toxiproxy", Value: o.Network.Toxiproxy, Reason: "the local backend runs toxiproxy in-process; use the external backend for an external toxiproxy"}
+	}
+	if err := kraft.CheckSecurity(o.Security); err != nil {
+		return Home{}, err
 	}
 	if o.Java == "" {
 		o.Java = "java"
@@ -154,7 +162,7 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 	kc, err := kraft.New(ctx, kraft.Config{
 		Kind: Kind, Version: home.Version, Brokers: opts.Brokers, TxnVersion: opts.TxnVersion,
 		Dir: opts.Dir, LogsDir: opts.LogsDir, JVMFlags: opts.JVMFlags, Configs: opts.Configs,
-		StartTimeout: opts.StartTimeout, Network: opts.Network, Logger: opts.Logger,
+		StartTimeout: opts.StartTimeout, Network: opts.Network, Logger: opts.Logger, Security: opts.Security,
 		Runner: &execRunner{java: opts.Java, libs: home.Libs(), spawn: newSpawner()},
 	})
 	if err != nil {

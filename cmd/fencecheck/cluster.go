@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -63,6 +64,9 @@ Kinds:
 			if info.LogsDir != "" {
 				fmt.Fprintf(out, "broker logs: %s\n", info.LogsDir)
 			}
+			for _, l := range scenarios.ConnectionHelp(cl) {
+				fmt.Fprintln(out, l)
+			}
 			for p := 1; p <= processes; p++ {
 				if _, err := cl.Links(ctx, p); err != nil {
 					return harnessErr(fmt.Errorf("links of %s: %w", scenarios.ProcessName(p), err))
@@ -82,6 +86,7 @@ Kinds:
 	up.Flags().StringVar(&spec.KafkaVersion, "kafka-version", "", "Kafka release of a local cluster (default: what make kafka fetched)")
 	up.Flags().StringVar(&spec.KafkaImage, "kafka-image", "", "broker image of a containers cluster (default fencecheck/kafka:<version>)")
 	up.Flags().StringVar(&spec.ToxiproxyImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process)")
+	up.Flags().StringVar(&spec.Security, "security", "", "secure the client listener of a local or containers cluster: "+strings.Join(scenarios.SecurityModes, ", ")+" (prints where the CA, certificate and password files are, never the password)")
 	up.Flags().IntVar(&processes, "processes", 2, "make the links of this many processes (p1→b1 ...)")
 	up.Flags().StringVar(&logs, "logs", "", "folder for broker logs (default: a new temporary folder)")
 	c.AddCommand(up)

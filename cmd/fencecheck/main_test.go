@@ -81,6 +81,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--no-such-flag"}, "unknown flag"},
 		{[]string{"run", "isolate-broker", "--cluster", "embedded"}, "local"},
 		{[]string{"run", "--transport", "mutant:nope"}, "no such mutant"},
+		{[]string{"run", "--cluster", "local", "--security", "kerberos"}, "cluster.security"},
+		{[]string{"run", "--security", "sasl-ssl"}, "embedded cluster (kfake) has no TLS or SASL listener"},
 		{[]string{"check"}, "takes 1 argument"},
 		{[]string{"check", t.TempDir()}, "not a run directory"},
 		{[]string{"shrink"}, "takes 1 argument"},

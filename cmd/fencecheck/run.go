@@ -33,6 +33,7 @@ type runFlags struct {
 	kafkaImage, toxiImage      string
 	bootstrap, toxiproxyAPI    string
 	brokerCommands             string
+	security                   string
 }
 
 func newRun() *cobra.Command {
@@ -115,6 +116,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.StringVar(&f.bootstrap, "bootstrap", "", "seed brokers of an external cluster, host:port[,host:port...]")
 	fl.StringVar(&f.toxiproxyAPI, "toxiproxy-api", "", "toxiproxy API of an external cluster's links, host:port (default: toxiproxy in this process)")
 	fl.StringVar(&f.brokerCommands, "broker-commands", "", "YAML file of an external cluster's broker commands (kill, pause, resume, restart, isolate, unisolate, health; see docs/external.md)")
+	fl.StringVar(&f.security, "security", "", "secure the client listener: "+strings.Join(scenarios.SecurityModes, ", ")+" (local and containers make their certificates and credentials; external takes them from FENCECHECK_* variables, see docs/security.md)")
 	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
 	fl.IntVar(&f.roles, "roles", 0, "roles (default: the scenario's)")
 	fl.IntVar(&f.members, "members", 0, "members per role (default: the scenario's)")
@@ -154,6 +156,9 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 	}
 	if set("broker-commands") {
 		s.Cluster.BrokerCommands = f.brokerCommands
+	}
+	if set("security") {
+		s.Cluster.Security = f.security
 	}
 	if set("duration") {
 		s.Duration = scenarios.Duration(f.duration)

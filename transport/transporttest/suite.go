@@ -4,6 +4,7 @@ package transporttest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // Transport is what the suite needs of a transport under test.
@@ -30,6 +33,9 @@ type Env struct {
 	Bootstrap string
 	// Dial, when set, makes every broker connection (the cluster's proxy links).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Security is the transports' TLS and SASL (nil: plaintext). With Dial set, a Dial that
+	// speaks TLS itself (the links of a secured cluster) goes with a Security without TLS.
+	Security *transport.ClientSecurity
 	// TransactionVersion is what transports on this cluster run: 1 or 2. The suite passes it
 	// in Config and checks the epoch behaviour it implies.
 	TransactionVersion int
@@ -102,6 +108,7 @@ func (s *suite) config(t *testing.T) transport.Config {
 	cfg.TopicReplication = s.env.Replication
 	cfg.RequestTimeout = s.env.RequestTimeout
 	cfg.Dial = s.env.Dial
+	cfg.Security = s.env.Security
 	if s.env.PinTransactionVersion {
 		cfg.TransactionVersion = s.env.TransactionVersion
 	}
@@ -395,8 +402,22 @@ func (s *suite) raw(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	base := []kgo.Opt{kgo.SeedBrokers(strings.Split(s.env.Bootstrap, ",")...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics()}
-	if s.env.Dial != nil {
-		base = append(base, kgo.Dialer(s.env.Dial))
+	dial := s.env.Dial
+	if sec := s.env.Security; sec != nil && sec.TLS != nil {
+		dial = tlsDial(dial, sec.TLS)
+	}
+	if dial != nil {
+		base = append(base, kgo.Dialer(dial))
+	}
+	if sec := s.env.Security; sec != nil {
+		switch sec.SASLMechanism {
+		case transport.SASLPlain:
+			base = append(base, kgo.SASL(plain.Auth{User: sec.Username, Pass: sec.Password}.AsMechanism()))
+		case transport.SASLScramSHA256:
+			base = append(base, kgo.SASL(scram.Auth{User: sec.Username, Pass: sec.Password}.AsSha256Mechanism()))
+		case transport.SASLScramSHA512:
+			base = append(base, kgo.SASL(scram.Auth{User: sec.Username, Pass: sec.Password}.AsSha512Mechanism()))
+		}
 	}
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
@@ -404,6 +425,31 @@ func (s *suite) raw(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// tlsDial wraps base (or a plain dialer) in a TLS client handshake, as the transport does
+// with Security.TLS.
+func tlsDial(base func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if base == nil {
+		var d net.Dialer
+		base = d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := base(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		c := conf.Clone()
+		if c.ServerName == "" {
+			c.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(conn, c)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
 }
 
 func record(cfg transport.Config, role transport.Role, key, value []byte) *kgo.Record {

@@ -55,6 +55,14 @@ func testSettings(n int) map[string]string {
 	}
 }
 
+// clientProtocol is the CLIENT listener's security protocol.
+func (c *Cluster) clientProtocol() string {
+	if c.sec == nil {
+		return "PLAINTEXT"
+	}
+	return c.sec.protocol()
+}
+
 func itoa(i int) string { return fmt.Sprint(i) }
 
 // serverProperties renders node's server.properties.
@@ -69,12 +77,15 @@ func (c *Cluster) serverProperties(n *node) string {
 		"controller.quorum.voters":       strings.Join(voters, ","),
 		"controller.listener.names":      "CONTROLLER",
 		"inter.broker.listener.name":     "REPL",
-		"listener.security.protocol.map": "CLIENT:PLAINTEXT,REPL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"listener.security.protocol.map": "CLIENT:" + c.clientProtocol() + ",REPL:PLAINTEXT,CONTROLLER:PLAINTEXT",
 		"listeners":                      fmt.Sprintf("CLIENT://%s,REPL://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.clientBind, n.replPort, n.ctrlPort),
 		"advertised.listeners":           fmt.Sprintf("CLIENT://%s,REPL://%s:%d,CONTROLLER://%s:%d", n.clientAdv, peerHost(n.id), n.replPort, peerHost(n.id), n.ctrlPort),
 		"log.dirs":                       n.dataDir,
 	}
 	maps.Copy(p, testSettings(len(c.nodes)))
+	if c.sec != nil {
+		maps.Copy(p, c.sec.properties())
+	}
 	maps.Copy(p, c.cfg.Configs)
 	var b strings.Builder
 	b.WriteString("# Written by fencecheck for this run only.\n")

@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -115,6 +116,9 @@ type Config struct {
 	Network      cluster.NetworkOptions
 	Logger       *slog.Logger
 	Runner       Runner
+	// Security is the CLIENT listener's mode: "" (plaintext), SecurityTLS, SecuritySASLScram
+	// or SecuritySASLSSL. A secured cluster also runs the standard authorizer.
+	Security string
 }
 
 // Major is the major version of Config.Version (3 or 4).
@@ -131,6 +135,7 @@ type Cluster struct {
 	clusterID string
 	net       *cluster.Network
 	cl        *kgo.Client // admin, on Bootstrap; set once started (mu)
+	sec       *material   // nil for a plaintext cluster
 
 	mu     sync.Mutex
 	closed bool
@@ -186,8 +191,19 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.makeDirs(); err != nil {
 		return nil, err
 	}
+	if err := CheckSecurity(cfg.Security); err != nil {
+		return nil, err
+	}
+	if cfg.Security != "" {
+		if c.sec, err = newMaterial(cfg.Security, c.cfg.Dir); err != nil {
+			return nil, fmt.Errorf("security material: %w", err)
+		}
+	}
 	if c.net, err = cluster.NewNetwork(ctx, cfg.Network); err != nil {
 		return nil, err
+	}
+	if c.sec != nil {
+		c.net.SetTLS(c.sec.clientTLS())
 	}
 	if err := c.makeLinks(ctx); err != nil {
 		return nil, err
@@ -210,7 +226,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}
 	started := time.Now()
-	cl, err := cluster.NewAdminClient(c.Bootstrap(), c.log)
+	cl, err := cluster.AdminClient(c, c.log)
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +237,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.log.Info("cluster ready", "version", cfg.Version, "brokers", cfg.Brokers, "txn_version", cfg.TxnVersion,
+		"client_security", c.ClientSecurity(),
 		"dir", c.cfg.Dir, "format", formatted.Sub(began).Round(time.Millisecond),
 		"started", started.Sub(formatted).Round(time.Millisecond),
 		"healthy", time.Since(started).Round(time.Millisecond))
@@ -404,6 +421,13 @@ func (c *Cluster) javaArgs(n *node, flags []string) []string {
 // format runs the storage tool for every node, in parallel, pinning
 // transaction.version on 4.x.
 func (c *Cluster) format(ctx context.Context) error {
+	var scram []string
+	if c.sec != nil {
+		var err error
+		if scram, err = c.sec.formatArgs(); err != nil {
+			return err
+		}
+	}
 	errs := make([]error, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
@@ -412,6 +436,7 @@ func (c *Cluster) format(ctx context.Context) error {
 		if c.cfg.Major() >= 4 {
 			args = append(args, "-f", "transaction.version="+strconv.Itoa(c.cfg.TxnVersion))
 		}
+		args = append(args, scram...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -560,6 +585,48 @@ func tail(path string, n int) string {
 // Info implements cluster.Cluster.
 func (c *Cluster) Info() cluster.Info {
 	return cluster.Info{Kind: c.cfg.Kind, Version: c.cfg.Version, TxnVersion: c.cfg.TxnVersion, Brokers: c.cfg.Brokers, LogsDir: c.cfg.LogsDir, ClusterID: c.clusterID}
+}
+
+// ClientSecurity implements cluster.Secured: the admin's credentials on the CLIENT
+// listener, nil for a plaintext cluster. The admin is a super user.
+func (c *Cluster) ClientSecurity() *cluster.Security {
+	if c.sec == nil {
+		return nil
+	}
+	return c.sec.security()
+}
+
+// SecurityFiles names the generated files a client outside fencecheck needs, "" for a
+// plaintext cluster or one the mode does not use: the CA certificate, the admin's client
+// certificate and key (mutual TLS), and the file holding the admin's SCRAM password.
+func (c *Cluster) SecurityFiles() (ca, cert, key, passwordFile string) {
+	if c.sec == nil {
+		return "", "", "", ""
+	}
+	if c.sec.tls() {
+		ca = c.sec.path(caFile)
+	}
+	if c.sec.mode == SecurityTLS {
+		cert, key = c.sec.path(clientCertFile), c.sec.path(clientKeyFile)
+	}
+	if c.sec.sasl() {
+		passwordFile = c.sec.path(adminPasswordFil)
+	}
+	return ca, cert, key, passwordFile
+}
+
+// ClientCertificate signs a client certificate for principal name (its CN) with the
+// cluster's CA, valid from notBefore to notAfter, for mutual TLS as another principal than
+// the admin. It fails on a cluster without TLS.
+func (c *Cluster) ClientCertificate(name string, notBefore, notAfter time.Time) (tls.Certificate, error) {
+	if c.sec == nil || !c.sec.tls() {
+		return tls.Certificate{}, errors.New("client certificate: the cluster does not speak TLS")
+	}
+	certPEM, keyPEM, err := c.sec.Issue(name, nil, notBefore, notAfter)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
 }
 
 // Dir returns the folder holding configs and data.

@@ -1,0 +1,191 @@
+package scenarios_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster/local"
+	"github.com/fencecheck/fencecheck/scenarios"
+)
+
+// TestSecuredRunLeaksNoSecret runs holder-partition (links cut under TLS) on a SASL_SSL
+// cluster, attached as an external cluster whose credentials come from FENCECHECK_*
+// variables naming files, and then greps every file of the run directory for the password
+// and for the key material of the brokers and the client.
+func TestSecuredRunLeaksNoSecret(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Kafka cluster")
+	}
+	if _, err := local.FindHome("", ""); err != nil {
+		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
+			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Kafka jars are missing: %v", err)
+		}
+		t.Skipf("local Kafka not installed (%v); run make kafka", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	lc, err := local.New(ctx, local.Options{Brokers: 1, Security: scenarios.SecuritySASLSSL, LogsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close(context.Background()) })
+	ca, _, _, pwFile := lc.SecurityFiles()
+	t.Setenv(scenarios.EnvSASLUsername, lc.ClientSecurity().Username)
+	t.Setenv(scenarios.EnvSASLPasswordFile, pwFile)
+	t.Setenv(scenarios.EnvTLSCAFile, ca)
+
+	// The secrets to look for: the password, and the body of every private key fencecheck
+	// generated for the cluster.
+	secrets := map[string][]byte{"password": []byte(lc.ClientSecurity().Password)}
+	keys, _ := filepath.Glob(filepath.Join(filepath.Dir(pwFile), "*.pem"))
+	for _, f := range keys {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rest := data; ; {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil {
+				break
+			}
+			if strings.Contains(b.Type, "PRIVATE KEY") {
+				body := pem.EncodeToMemory(b)
+				lines := bytes.Split(body, []byte("\n"))
+				secrets["private key of "+filepath.Base(f)] = lines[1] // its first line of base64
+			}
+		}
+	}
+	if len(secrets) < 3 {
+		t.Fatalf("found %d secrets to look for (the password and two keys expected)", len(secrets))
+	}
+
+	s, _, err := scenarios.Builtin("holder-partition")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.UseCluster(scenarios.KindExternal)
+	s.Cluster.Bootstrap = strings.Join(lc.Bootstrap(), ",")
+	s.Cluster.Security = scenarios.SecuritySASLSSL
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: 17})
+	mustBeValid(t, "holder-partition", "a SASL_SSL "+scenarios.KindExternal, 17, out, err)
+
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		for what, secret := range secrets {
+			if bytes.Contains(data, secret) {
+				t.Errorf("%s holds the %s", path, what)
+			}
+		}
+		if bytes.Contains(data, []byte("PRIVATE KEY")) {
+			t.Errorf("%s holds a private key", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runJSON, err := os.ReadFile(out.Dir.RunJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(runJSON, []byte(`"security"`)) || !bytes.Contains(runJSON, []byte(`"sasl-ssl"`)) {
+		t.Errorf("run.json does not record the security mode:\n%s", runJSON)
+	}
+	t.Logf("%d files of the run checked; none holds a secret", files)
+}
+
+// TestUnauthorizedMemberNeverHolds runs steady on a SASL cluster where process p2
+// authenticates as a principal the ACLs deny every transactional id: its members (one per
+// role) never hold their role, every acquire of theirs fails, and the other members still
+// hand the roles over among themselves; the run is valid.
+func TestUnauthorizedMemberNeverHolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Kafka cluster")
+	}
+	if _, err := local.FindHome("", ""); err != nil {
+		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
+			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Kafka jars are missing: %v", err)
+		}
+		t.Skipf("local Kafka not installed (%v); run make kafka", err)
+	}
+	s, _, err := scenarios.Builtin("steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.UseCluster(scenarios.KindLocal)
+	s.Cluster.Brokers = 1
+	s.Cluster.Security = scenarios.SecuritySASLScram
+	s.Cluster.UnauthorizedProcesses = []int{2}
+	s.Workload.Processes, s.Workload.Roles, s.Workload.MembersPerRole = 4, 2, 3
+	s.Duration = scenarios.Duration(15 * time.Second)
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: 23})
+	mustBeValid(t, "steady with an unauthorized process", "a SASL "+scenarios.KindLocal, 23, out, err)
+	h, err := history.ReadFile(out.Dir.History())
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := map[string]bool{} // role/member of p2's members
+	okAcquires := map[string]int{}
+	var deniedAcquires int
+	for _, op := range h.Ops {
+		if op.Kind != history.KindAcquire {
+			continue
+		}
+		if op.Process == "p2" {
+			denied[op.Role+"/"+op.Member] = true
+			deniedAcquires++
+			if op.Type != history.TypeFail {
+				t.Errorf("acquire by %s/%s on p2: %v %q; want fail", op.Role, op.Member, op.Type, op.Error)
+			}
+			continue
+		}
+		if op.Type == history.TypeOK {
+			okAcquires[op.Role]++
+		}
+	}
+	if deniedAcquires == 0 {
+		t.Fatal("the members on p2 never tried to acquire")
+	}
+	for _, role := range []string{"r1", "r2"} {
+		if okAcquires[role] < 2 {
+			t.Errorf("role %s: %d acquires by authorized members; want handoffs among them", role, okAcquires[role])
+		}
+	}
+	for _, op := range h.Ops {
+		if op.Kind == history.KindFinalRead && op.Type == history.TypeOK {
+			for _, rec := range op.Result.Records {
+				role := op.Role
+				if rec.Role != "" {
+					role = rec.Role // a work record names its writer's role
+				}
+				if rec.Kind != history.RecordRegistration && denied[role+"/"+rec.Member] {
+					t.Errorf("final read of %s holds a record of unauthorized member %s: %+v", op.Role, rec.Member, rec)
+				}
+			}
+		}
+	}
+	t.Logf("%d acquires by p2's members %v, all fail; authorized acquires %v", deniedAcquires, denied, okAcquires)
+}
