@@ -12,7 +12,7 @@ ENGINE_HOST := $(shell $(ENGINE) host)
 # KEEP_ENGINE=1 leaves the engine running after `make test` (for a quicker next run).
 KEEP_ENGINE ?= 0
 
-.PHONY: all build test test-go lint fuzz bench run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
+.PHONY: all build test test-go test-long lint fuzz bench run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
 
 all: build
 
@@ -48,11 +48,14 @@ SEEDS ?= 10
 regressions: kafka
 	SEEDS=$(SEEDS) KAFKA=$(or $(KAFKA),1) LOCK=$(LOCK) GO=$(GO) sh mk/regressions.sh
 
-## lint: formatting and vet; fails on any gofmt difference.
+## lint: formatting and vet; fails on any gofmt difference. Then actionlint (a Go module, pinned,
+## fetched by the Go toolchain) checks the CI workflows (.github/workflows: the nightly suite).
+ACTIONLINT ?= github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') $$(git ls-files --others --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run $(ACTIONLINT) .github/workflows/*.yml
 
 ## test: everything CI checks. The local-Kafka tests need the jars (`make kafka`), the
 ## containers tests a Docker engine and the images, the report's browser test Chromium: test
@@ -73,6 +76,11 @@ test-go:
 	KEEP_ENGINE=$(KEEP_ENGINE) docker/with-engine.sh sh -c '$(MAKE) images && \
 	  FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1 \
 	  $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT) ./...'
+
+## test-long: make test's Go tests plus the long ones (internal/testenv.Long): each repeats at
+## full length what make test covers more briefly, such as a scenario on a second backend.
+test-long: kafka browser
+	FENCECHECK_LONG=1 $(MAKE) test-go
 
 ## browser: Chromium on PATH for the report's browser test (reports/browser_test.go), installed
 ## from Debian (apt-get, root) when missing; not root, it fails saying what to install.

@@ -30,6 +30,8 @@ var forbidden = []struct {
 	{pkg: "reports/...", forbidden: []string{"transport/...", "workload/...", "nemesis/...", "cluster/...", "scenarios"}},
 	// shrink drives whole runs through scenarios.Run; the command line only wires it.
 	{pkg: "scenarios/shrink", forbidden: []string{"cmd/..."}},
+	// suite runs many scenarios through scenarios.Run and writes one page; the command wires it.
+	{pkg: "scenarios/suite", forbidden: []string{"cmd/..."}},
 }
 
 // match reports whether the module-relative path p matches pattern (exact, "x/..." for x and
@@ -91,8 +93,9 @@ func TestImportRules(t *testing.T) {
 // wires flags to the composition root (scenarios), verdicts and exit codes (checker) and the
 // run directory (reports): faults, mutants, process names, durations and the check reach it
 // through scenarios, so there is one door to each. scenarios/shrink composes many runs into
-// one search, so it is a composition root of its own, beside scenarios.
-var commandImports = []string{"scenarios", "scenarios/shrink", "checker", "reports"}
+// one search, and scenarios/suite many runs into one suite directory, so each is a composition
+// root of its own, beside scenarios.
+var commandImports = []string{"scenarios", "scenarios/shrink", "scenarios/suite", "checker", "reports"}
 
 // TestCommandsOnlyWire fails when a command imports a module package other than
 // commandImports.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/fencecheck/fencecheck/checker/history"
 )
@@ -206,4 +207,23 @@ func ReadResultsFile(path string) (*Results, error) {
 		return nil, fmt.Errorf("decode results %s: %w", path, err)
 	}
 	return &r, nil
+}
+
+// NotValid names what made the run not valid, one line each: every non-advisory check and
+// coverage requirement whose verdict is not valid ("no-lost-write: invalid"), and the first
+// line of a harness error ("error: ..."). It is empty for a valid run.
+func (r *Results) NotValid() []string {
+	var why []string
+	for _, list := range [][]Result{r.Checks, r.Coverage} {
+		for _, c := range list {
+			if c.Verdict != VerdictValid && !c.Advisory {
+				why = append(why, c.Name+": "+string(c.Verdict))
+			}
+		}
+	}
+	if r.Error != "" {
+		msg, _, _ := strings.Cut(r.Error, "\n")
+		why = append(why, "error: "+msg)
+	}
+	return why
 }

@@ -60,6 +60,20 @@ type Cluster interface {
 	Close(ctx context.Context) error
 }
 
+// Isolator is implemented by a cluster that can cut a broker from its peers
+// by means of its own rather than through peer links of its Network: the
+// external cluster runs the user's isolate and unisolate commands. While a
+// broker is isolated, Brokers reports it in StateIsolated.
+type Isolator interface {
+	// Isolate cuts broker from its peers: inter-broker and controller
+	// traffic stop, clients may still reach it. It returns once the
+	// cluster's means acted, not once the cluster noticed; an error
+	// matching ErrUnsupported means nothing was done.
+	Isolate(ctx context.Context, broker int32) error
+	// Unisolate undoes Isolate.
+	Unisolate(ctx context.Context, broker int32) error
+}
+
 // DialFunc has the signature of kgo.Dialer's function: it receives the
 // broker's advertised host:port.
 type DialFunc = func(ctx context.Context, network, host string) (net.Conn, error)
@@ -83,11 +97,17 @@ const (
 	StateRunning
 	StatePaused
 	StateKilled
+	// StateIsolated: cut from its peers by the cluster's own means (an
+	// external cluster's isolate command, see Isolator); clients may still
+	// reach it.
+	StateIsolated
 )
 
-// String is "running", "paused", "killed" or "unknown".
+// String is "running", "paused", "killed", "isolated" or "unknown".
 func (s BrokerState) String() string {
 	switch s {
+	case StateIsolated:
+		return "isolated"
 	case StateRunning:
 		return "running"
 	case StatePaused:

@@ -20,7 +20,10 @@
 // connects to the process's proxy for that broker, and refuses addresses of
 // no known broker (ErrUnknownAddress) rather than bypass the links. The local
 // and containers backends also route the harness's admin path ("admin→b1") and
-// broker-to-broker traffic ("b1→b2", replication and Raft) through links.
+// broker-to-broker traffic ("b1→b2", replication and Raft) through links,
+// which is how a broker is isolated from its peers; a cluster without them
+// may isolate a broker by its own means instead (Isolator: the external
+// backend's isolate command).
 //
 // The nemesis drives links through Network: by (process, broker), by name,
 // or all at once; a Link can be disabled (connections refused, open ones

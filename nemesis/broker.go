@@ -8,6 +8,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/fencecheck/fencecheck/cluster"
 )
 
@@ -240,41 +243,57 @@ func (f *restart) Cleanup(context.Context) error {
 	return nil
 }
 
-// isolate cuts brokers' peer links (replication, transaction markers, Raft): each link from
-// or to one of them.
+// isolate cuts brokers from their peers (replication, transaction markers, Raft): on a cluster
+// with peer links, each link from or to one of them; on a cluster.Isolator without them (an
+// external cluster), by the cluster's own isolate command.
 type isolate struct {
 	brokerSet
 	links    []*cluster.Link
 	disabled []*cluster.Link
 	toxics   toxicSet
+	iso      cluster.Isolator // set when the cluster isolates by its own means
+	done     []int32          // brokers iso.Isolate was called for
 }
 
 func newIsolate(n *Nemesis, s Spec) Fault { return &isolate{brokerSet: brokerSet{n: n, spec: s}} }
 
 func (f *isolate) blackhole() bool { return f.spec.Params.Mode == ModeBlackhole }
 
-func (f *isolate) Setup(ctx context.Context) error {
-	if err := f.resolve(ctx); err != nil {
-		return err
-	}
+func (f *isolate) ids() []int32 {
 	ids := make([]int32, len(f.brokers))
 	for i, b := range f.brokers {
 		ids[i] = b.ID
 	}
+	return ids
+}
+
+func (f *isolate) Setup(ctx context.Context) error {
+	if err := f.resolve(ctx); err != nil {
+		return err
+	}
+	ids := f.ids()
 	for _, l := range f.n.env.Cluster.Network().Links() {
 		if l.Kind() == cluster.LinkPeer && (slices.Contains(ids, l.From()) || slices.Contains(ids, l.Broker())) {
 			f.links = append(f.links, l)
 		}
 	}
-	if len(f.links) == 0 {
-		return cluster.Unsupported(f.n.env.Cluster.Info().Kind, "isolate "+brokerNames(f.brokers),
-			"the cluster routes no broker-to-broker traffic through proxies")
+	if len(f.links) > 0 {
+		return nil
 	}
-	return nil
+	if iso, ok := f.n.env.Cluster.(cluster.Isolator); ok {
+		f.iso = iso
+		return nil
+	}
+	return cluster.Unsupported(f.n.env.Cluster.Info().Kind, "isolate "+brokerNames(f.brokers),
+		"the cluster routes no broker-to-broker traffic through proxies")
 }
 
 func (f *isolate) Window() Window {
-	w := f.window(fmt.Sprintf("isolate %s from its peers (%s)", f.how, f.spec.Params.Mode))
+	how := f.spec.Params.Mode
+	if f.iso != nil {
+		how = "the cluster's isolate command"
+	}
+	w := f.window(fmt.Sprintf("isolate %s from its peers (%s)", f.how, how))
 	for _, l := range f.links {
 		w.Targets = append(w.Targets, linkTarget(l))
 	}
@@ -282,6 +301,15 @@ func (f *isolate) Window() Window {
 }
 
 func (f *isolate) Inject(ctx context.Context) error {
+	if f.iso != nil {
+		for _, id := range f.ids() {
+			if err := f.iso.Isolate(ctx, id); err != nil {
+				return err
+			}
+			f.done = append(f.done, id)
+		}
+		return nil
+	}
 	if f.blackhole() {
 		return f.toxics.add(ctx, f.n, f.links, cluster.Toxic{Type: "timeout", Attributes: map[string]any{"timeout": 0}}, DirBoth)
 	}
@@ -289,8 +317,12 @@ func (f *isolate) Inject(ctx context.Context) error {
 }
 
 // WaitForInjected: toxiproxy reports every peer link of the brokers down, or lists the
-// black-hole toxic on it.
+// black-hole toxic on it. Isolated by the cluster's command: every other broker's metadata
+// leaves them out (the controller fenced them), whatever the command's exit status said.
 func (f *isolate) WaitForInjected(ctx context.Context) error {
+	if f.iso != nil {
+		return f.waitSeen(ctx, false, ErrNotHeld)
+	}
 	return poll(ctx, ErrNotHeld, func() error {
 		if f.blackhole() {
 			return f.toxics.listed(ctx)
@@ -305,24 +337,96 @@ func (f *isolate) WaitForInjected(ctx context.Context) error {
 	})
 }
 
+// waitSeen polls until every broker outside the fault lists each of the fault's brokers in
+// its metadata (seen) or none of them (!seen), asking each broker itself.
+func (f *isolate) waitSeen(ctx context.Context, seen bool, fail error) error {
+	c := f.n.env.Cluster
+	cl, err := cluster.NewAdminClient(c.Bootstrap(), f.n.log)
+	if err != nil {
+		return fmt.Errorf("%w: %w", fail, err)
+	}
+	defer cl.Close()
+	ids := f.ids()
+	return poll(ctx, fail, func() error {
+		bctx, cancel := context.WithTimeout(ctx, time.Second)
+		bs, _ := c.Brokers(bctx, cluster.RoleQuery{})
+		cancel()
+		var errs []error
+		asked := 0
+		for _, b := range bs {
+			if slices.Contains(ids, b.ID) || b.State == cluster.StatePaused || b.State == cluster.StateKilled || b.State == cluster.StateIsolated {
+				continue
+			}
+			asked++
+			listed, err := brokersSeenBy(ctx, cl, b.ID, f.n.env.ProbeTimeout)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
+				continue
+			}
+			for _, id := range ids {
+				if slices.Contains(listed, id) != seen {
+					errs = append(errs, fmt.Errorf("%s lists %v", b.Name(), listed))
+					break
+				}
+			}
+		}
+		if asked == 0 {
+			errs = append(errs, errors.New("no broker outside the fault to ask"))
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// brokersSeenBy returns the broker ids in a Metadata response of broker id, asked directly.
+func brokersSeenBy(ctx context.Context, cl *kgo.Client, id int32, timeout time.Duration) ([]int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int32, 0, len(resp.Brokers))
+	for _, b := range resp.Brokers {
+		out = append(out, b.NodeID)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 func (f *isolate) Recover(ctx context.Context) error {
+	if f.iso != nil {
+		var errs []error
+		for _, id := range f.done {
+			errs = append(errs, f.iso.Unisolate(ctx, id))
+		}
+		f.done = nil
+		return errors.Join(errs...)
+	}
 	err := errors.Join(enableAll(ctx, f.disabled), f.toxics.remove(ctx))
 	f.disabled = nil
 	return err
 }
 
-// WaitForRecovered: the peer links are up and clean, and the cluster is healthy again.
+// WaitForRecovered: the peer links are up and clean (isolated by command: every other broker
+// lists the brokers again), and the cluster is healthy again.
 func (f *isolate) WaitForRecovered(ctx context.Context) error {
-	err := poll(ctx, ErrNotRecovered, func() error {
-		var errs []error
-		for _, l := range f.links {
-			up, err := l.Enabled(ctx)
-			if err != nil || !up {
-				errs = append(errs, errors.Join(fmt.Errorf("link %s is down", l), err))
+	var err error
+	if f.iso != nil {
+		err = f.waitSeen(ctx, true, ErrNotRecovered)
+	} else {
+		err = poll(ctx, ErrNotRecovered, func() error {
+			var errs []error
+			for _, l := range f.links {
+				up, err := l.Enabled(ctx)
+				if err != nil || !up {
+					errs = append(errs, errors.Join(fmt.Errorf("link %s is down", l), err))
+				}
 			}
-		}
-		return errors.Join(errs...)
-	})
+			return errors.Join(errs...)
+		})
+	}
 	if err != nil {
 		return err
 	}

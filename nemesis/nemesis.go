@@ -112,8 +112,9 @@ func (n *Nemesis) Active() []Status {
 // HealAll heals everything, even when ctx is cancelled (it runs on context.WithoutCancel with
 // Env.HealTimeout): it heals every active injection (newest first), then sweeps the whole
 // cluster (removes every toxic and enables every link, resumes paused and restarts killed
-// brokers, thaws every member a freeze touched), then confirms: no link down, no toxic, no
-// broker paused or killed, no member frozen, and the cluster healthy (cluster.WaitHealthy).
+// brokers, unisolates brokers a cluster.Isolator isolated, thaws every member a freeze
+// touched), then confirms: no link down, no toxic, no broker paused, killed or isolated, no
+// member frozen, and the cluster healthy (cluster.WaitHealthy).
 // Nothing new is injected while it runs. It returns every problem joined.
 func (n *Nemesis) HealAll(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.env.HealTimeout)
@@ -156,6 +157,10 @@ func (n *Nemesis) sweep(ctx context.Context) error {
 			errs = append(errs, c.Resume(ctx, b.ID))
 		case cluster.StateKilled:
 			errs = append(errs, c.Restart(ctx, b.ID))
+		case cluster.StateIsolated:
+			if iso, ok := c.(cluster.Isolator); ok {
+				errs = append(errs, iso.Unisolate(ctx, b.ID))
+			}
 		}
 	}
 	for _, m := range n.frozenMembers() {
@@ -181,7 +186,7 @@ func (n *Nemesis) confirmHealed(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	for _, b := range bs {
-		if b.State == cluster.StatePaused || b.State == cluster.StateKilled {
+		if b.State == cluster.StatePaused || b.State == cluster.StateKilled || b.State == cluster.StateIsolated {
 			errs = append(errs, fmt.Errorf("broker %s is %s", b.Name(), b.State))
 		}
 	}

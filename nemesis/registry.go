@@ -169,7 +169,7 @@ var registry = []*definition{
 	},
 	{
 		name:      "isolate",
-		summary:   "cut brokers' inter-broker and controller links, refused or black hole (clusters with peer links: local)",
+		summary:   "cut brokers' inter-broker and controller links, refused or black hole (local, containers; external: its isolate command)",
 		uses:      brokerUses,
 		sustained: true,
 		params:    []string{"mode"},

@@ -8,37 +8,43 @@ import (
 	"github.com/fencecheck/fencecheck/checker"
 )
 
-type junitSuites struct {
+// JUnitSuites is a JUnit XML document: a run's junit.xml (one testsuite), or a suite's (one
+// testsuite per cell, built from its runs' files).
+type JUnitSuites struct {
 	XMLName xml.Name     `xml:"testsuites"`
-	Suites  []junitSuite `xml:"testsuite"`
+	Suites  []JUnitSuite `xml:"testsuite"`
 }
 
-type junitSuite struct {
+// JUnitSuite is one testsuite: its counts, properties and test cases.
+type JUnitSuite struct {
 	Name     string      `xml:"name,attr"`
 	Tests    int         `xml:"tests,attr"`
 	Failures int         `xml:"failures,attr"`
 	Errors   int         `xml:"errors,attr"`
 	Skipped  int         `xml:"skipped,attr"`
 	Time     string      `xml:"time,attr"`
-	Props    []junitProp `xml:"properties>property"`
-	Cases    []junitCase `xml:"testcase"`
+	Props    []JUnitProp `xml:"properties>property"`
+	Cases    []JUnitCase `xml:"testcase"`
 }
 
-type junitProp struct {
+// JUnitProp is a testsuite property.
+type JUnitProp struct {
 	Name  string `xml:"name,attr"`
 	Value string `xml:"value,attr"`
 }
 
-type junitCase struct {
+// JUnitCase is one test case; at most one of Failure, Error and Skipped is set.
+type JUnitCase struct {
 	Name      string        `xml:"name,attr"`
 	ClassName string        `xml:"classname,attr"`
-	Failure   *junitProblem `xml:"failure,omitempty"`
-	Error     *junitProblem `xml:"error,omitempty"`
-	Skipped   *junitProblem `xml:"skipped,omitempty"`
+	Failure   *JUnitProblem `xml:"failure,omitempty"`
+	Error     *JUnitProblem `xml:"error,omitempty"`
+	Skipped   *JUnitProblem `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
 }
 
-type junitProblem struct {
+// JUnitProblem is a test case's failure, error or skip: a type, a short message, the details.
+type JUnitProblem struct {
 	Type    string `xml:"type,attr,omitempty"`
 	Message string `xml:"message,attr"`
 	Body    string `xml:",chardata"`
@@ -53,26 +59,26 @@ func JUnit(info *RunInfo, res *checker.Results) ([]byte, error) {
 	if info != nil && info.Scenario != "" {
 		name += "." + info.Scenario
 	}
-	s := junitSuite{Name: name, Time: fmt.Sprintf("%.3f", float64(res.Timings.Total)/1e9)}
-	s.Props = append(s.Props, junitProp{"verdict", string(res.Verdict)}, junitProp{"exit_code", fmt.Sprint(res.ExitCode)})
+	s := JUnitSuite{Name: name, Time: fmt.Sprintf("%.3f", float64(res.Timings.Total)/1e9)}
+	s.Props = append(s.Props, JUnitProp{"verdict", string(res.Verdict)}, JUnitProp{"exit_code", fmt.Sprint(res.ExitCode)})
 	if info != nil {
-		s.Props = append(s.Props, junitProp{"seed", fmt.Sprint(info.Seed)}, junitProp{"cluster", info.Cluster},
-			junitProp{"command", info.Command})
+		s.Props = append(s.Props, JUnitProp{"seed", fmt.Sprint(info.Seed)}, JUnitProp{"cluster", info.Cluster},
+			JUnitProp{"command", info.Command})
 	}
 	add := func(class string, r checker.Result) {
-		c := junitCase{Name: r.Name, ClassName: name + "." + class}
+		c := JUnitCase{Name: r.Name, ClassName: name + "." + class}
 		msg := fmt.Sprintf("%s: %s", r.Name, r.Verdict)
 		switch {
 		case r.Verdict == checker.VerdictInvalid && r.Advisory:
 			c.SystemOut = "advisory: " + anomalyText(r)
 		case r.Verdict == checker.VerdictInvalid:
-			c.Failure = &junitProblem{Type: "invalid", Message: fmt.Sprintf("%s: %d anomalies", r.Name, len(r.Anomalies)), Body: anomalyText(r)}
+			c.Failure = &JUnitProblem{Type: "invalid", Message: fmt.Sprintf("%s: %d anomalies", r.Name, len(r.Anomalies)), Body: anomalyText(r)}
 			s.Failures++
 		case r.Verdict == checker.VerdictUnknown || r.Verdict == checker.VerdictError:
-			c.Error = &junitProblem{Type: string(r.Verdict), Message: msg, Body: detailText(r)}
+			c.Error = &JUnitProblem{Type: string(r.Verdict), Message: msg, Body: detailText(r)}
 			s.Errors++
 		case r.Verdict == checker.VerdictInconclusive:
-			c.Skipped = &junitProblem{Message: msg + ": " + detailText(r)}
+			c.Skipped = &JUnitProblem{Message: msg + ": " + detailText(r)}
 			s.Skipped++
 		}
 		s.Cases = append(s.Cases, c)
@@ -85,12 +91,12 @@ func JUnit(info *RunInfo, res *checker.Results) ([]byte, error) {
 		add("coverage", r)
 	}
 	if res.Error != "" {
-		s.Cases = append(s.Cases, junitCase{Name: "harness", ClassName: name + ".harness",
-			Error: &junitProblem{Type: "error", Message: res.Error}})
+		s.Cases = append(s.Cases, JUnitCase{Name: "harness", ClassName: name + ".harness",
+			Error: &JUnitProblem{Type: "error", Message: res.Error}})
 		s.Tests++
 		s.Errors++
 	}
-	b, err := xml.MarshalIndent(junitSuites{Suites: []junitSuite{s}}, "", "  ")
+	b, err := xml.MarshalIndent(JUnitSuites{Suites: []JUnitSuite{s}}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode junit: %w", err)
 	}

@@ -1,15 +1,19 @@
 package scenarios_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,12 +21,14 @@ import (
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/external"
 	"github.com/fencecheck/fencecheck/cluster/local"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
 // posingCluster is a local Kafka cluster presented as an external one: the broker commands
-// run testdata/broker.sh, which signals the JVMs by their pid files and asks this test to
-// restart one (the test owns the JVMs).
+// run testdata/broker.sh, which signals the JVMs by their pid files, asks this test to
+// restart one (the test owns the JVMs), and isolates one by taking down the local cluster's
+// proxies of its inter-broker and controller traffic.
 type posingCluster struct {
 	lc       *local.Cluster
 	commands string // the broker commands file
@@ -75,6 +81,10 @@ func startPosing(t *testing.T) *posingCluster {
 	}
 	t.Setenv("FENCECHECK_PIDS", pids)
 	t.Setenv("FENCECHECK_CONTROL", srv.URL)
+	// isolate and unisolate act on the local cluster's own peer links, through its
+	// toxiproxy API, as a user's commands would on proxies in front of their brokers' inter-broker
+	// and controller listeners; fencecheck's external cluster knows nothing of them.
+	t.Setenv("FENCECHECK_TOXIPROXY", lc.Network().API())
 	dir := t.TempDir()
 	file := filepath.Join(dir, "broker-commands.yaml")
 	yaml := fmt.Sprintf(`# signals the local cluster's JVMs
@@ -82,6 +92,8 @@ kill: sh %[1]s kill {id}
 pause: sh %[1]s pause {id}
 resume: sh %[1]s resume {id}
 restart: sh %[1]s restart {id}
+isolate: sh %[1]s isolate {id}
+unisolate: sh %[1]s unisolate {id}
 timeout: 3m
 state_file: state.json
 `, script)
@@ -91,11 +103,12 @@ state_file: state.json
 	return &posingCluster{lc: lc, commands: file}
 }
 
-// TestScenariosExternalCommands runs holder-partition, kill-coordinator and pause-broker on a
-// local Kafka cluster posing as external, with broker faults through command templates, and
-// requires them valid with their promises (fault-took-hold included). Then it crashes an
-// external cluster mid-fault (one broker paused, one killed) and requires the next start to
-// heal both.
+// TestScenariosExternalCommands runs holder-partition, kill-coordinator (a long test),
+// pause-broker and isolate-broker on a local Kafka cluster posing as external, with broker faults through
+// command templates, and requires them valid with their promises (fault-took-hold included:
+// for isolate-broker, the other brokers dropped the isolated one from their metadata). Then it
+// kills `fencecheck run` with SIGKILL while one broker is isolated, one paused and one killed,
+// and requires `fencecheck heal` to heal all three from the state file the run left.
 func TestScenariosExternalCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Kafka cluster")
@@ -108,67 +121,160 @@ func TestScenariosExternalCommands(t *testing.T) {
 	}
 	pc := startPosing(t)
 	bootstrap := strings.Join(pc.lc.Bootstrap(), ",")
-	for _, name := range []string{"holder-partition", "kill-coordinator", "pause-broker"} {
+	for _, name := range []string{"holder-partition", "kill-coordinator", "pause-broker", "isolate-broker"} {
 		t.Run(name, func(t *testing.T) {
+			if name == "kill-coordinator" {
+				// 60 s on Kafka; the kill and restart commands are also run by the crash
+				// below, and the scenario itself by TestScenariosLocalKafka.
+				testenv.Long(t)
+			}
 			runExternal(t, name, bootstrap, pc.commands)
 		})
 	}
 
-	t.Run("crash mid-fault, the next start heals", func(t *testing.T) {
-		cmds, err := external.LoadCommands(pc.commands)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		opts := external.Options{Bootstrap: pc.lc.Bootstrap(), Commands: cmds, LogsDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
-		first, err := external.New(ctx, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := first.Pause(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		if err := first.Kill(ctx, 2); err != nil {
-			t.Fatal(err)
-		}
-		// The crash: the process goes away without healing. Close only drops the
-		// proxies; it leaves the brokers as they are.
-		first.Close(ctx)
-		if _, err := os.Stat(first.StateFile()); err != nil {
-			t.Fatalf("no state file after faults: %v", err)
-		}
-		second, err := external.New(ctx, opts)
-		if err != nil {
-			t.Fatalf("the next start did not heal: %v", err)
-		}
-		defer second.Close(ctx)
-		bs, err := second.Brokers(ctx, cluster.RoleQuery{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range bs {
-			if b.State == cluster.StatePaused || b.State == cluster.StateKilled {
-				t.Errorf("%s is %v after the next start", b.Name(), b.State)
-			}
-		}
-		for _, p := range pc.lc.Processes() {
-			if p.PID == 0 {
-				t.Errorf("b%d has no JVM after the next start", p.ID)
-			} else if st := procState(p.PID); st == "T" {
-				t.Errorf("b%d's JVM is still stopped after the next start", p.ID)
-			}
-		}
-		if _, err := os.Stat(first.StateFile()); !os.IsNotExist(err) {
-			t.Errorf("state file left after healing: %v", err)
-		}
-		data, _ := os.ReadFile(filepath.Join(opts.LogsDir, external.CommandsLog))
-		for _, want := range []string{"pause b1", "kill b2", "resume b1", "restart b2"} {
-			if !strings.Contains(string(data), want) {
-				t.Errorf("%s does not record %q:\n%s", external.CommandsLog, want, data)
-			}
-		}
+	t.Run("kill -9 mid-fault, fencecheck heal heals", func(t *testing.T) {
+		crashMidFault(t, pc, bootstrap)
 	})
+}
+
+// pid is broker id's JVM process id, 0 when it has none.
+func (pc *posingCluster) pid(id int32) int {
+	for _, p := range pc.lc.Processes() {
+		if p.ID == id {
+			return p.PID
+		}
+	}
+	return 0
+}
+
+// peerLinksDown counts the local cluster's peer links (bX→bY, each a repl and a ctrl proxy)
+// that are not up.
+func (pc *posingCluster) peerLinksDown(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, l := range pc.lc.Network().Links() {
+		if l.Kind() != cluster.LinkPeer {
+			continue
+		}
+		if up, err := l.Enabled(context.Background()); err != nil {
+			t.Fatal(err)
+		} else if !up {
+			n++
+		}
+	}
+	return n
+}
+
+// crashScenario faults all three brokers at once, one fault of each kind, and lasts far longer
+// than the test waits: the test kills fencecheck with SIGKILL while they hold.
+const crashScenario = `name: crash-mid-fault
+description: a broker isolated, one paused, one killed at once; killed with SIGKILL mid-fault
+cluster:
+  kind: local
+workload:
+  preset: low
+  processes: 2
+  roles: 1
+  members_per_role: 2
+nemesis:
+  script:
+    - at 1s isolate b0 for 5m
+    - at 1s pause b1 for 5m
+    - at 1s kill b2 for 5m
+duration: 10m
+`
+
+// crashMidFault runs `fencecheck run` against the posing cluster with a broker isolated, one
+// paused and one killed, kills fencecheck with SIGKILL while they hold, then requires
+// `fencecheck heal` to unisolate, resume and restart them from the state file the killed run
+// left, and the cluster healthy.
+func crashMidFault(t *testing.T, pc *posingCluster, bootstrap string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fencecheck")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/fencecheck").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	file := filepath.Join(dir, "crash-mid-fault.yaml")
+	if err := os.WriteFile(file, []byte(crashScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(filepath.Dir(pc.commands), "state.json")
+	cmd := exec.Command(bin, "run", file, "--cluster", "external", "--bootstrap", bootstrap,
+		"--broker-commands", pc.commands, "--seed", "11", "--out", filepath.Join(dir, "runs"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // only if the test fails first
+
+	// Mid-fault: the state file lists all three, and the cluster shows them: b0's peer links
+	// down, b1's JVM stopped, b2's gone.
+	faulted := func() error {
+		data, _ := os.ReadFile(state)
+		for _, s := range []string{`"isolated"`, `"paused"`, `"killed"`} {
+			if !strings.Contains(string(data), s) {
+				return fmt.Errorf("the state file lists no %s broker: %s", s, data)
+			}
+		}
+		if down := pc.peerLinksDown(t); down != 4 {
+			return fmt.Errorf("%d peer links down, want b0's 4", down)
+		}
+		if st := procState(pc.pid(1)); st != "T" {
+			return fmt.Errorf("b1's JVM is in state %q, want stopped", st)
+		}
+		if st := procState(pc.pid(2)); st != "" && st != "Z" {
+			return fmt.Errorf("b2's JVM is in state %q, want gone", st)
+		}
+		return nil
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for err := faulted(); err != nil; err = faulted() {
+		select {
+		case err := <-exited:
+			t.Fatalf("fencecheck run exited before the faults held: %v\n%s", err, output.String())
+		case <-ctx.Done():
+			t.Fatalf("the faults did not hold: %v\n%s", err, output.String())
+		case <-tick.C:
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if err := faulted(); err != nil {
+		t.Fatalf("after the crash: %v", err)
+	}
+
+	out, err := exec.CommandContext(ctx, bin, "heal", "--bootstrap", bootstrap, "--broker-commands", pc.commands).CombinedOutput()
+	if err != nil {
+		t.Fatalf("fencecheck heal: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "healing a fault a previous run left"); n != 3 {
+		t.Errorf("fencecheck heal healed %d leftover faults, want 3:\n%s", n, out)
+	}
+	if down := pc.peerLinksDown(t); down != 0 {
+		t.Errorf("%d peer links down after fencecheck heal", down)
+	}
+	for _, p := range pc.lc.Processes() {
+		if p.PID == 0 {
+			t.Errorf("b%d has no JVM after fencecheck heal", p.ID)
+		} else if st := procState(p.PID); st == "T" {
+			t.Errorf("b%d's JVM is still stopped after fencecheck heal", p.ID)
+		}
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("state file left after fencecheck heal: %v", err)
+	}
+	if err := cluster.WaitHealthy(ctx, pc.lc, nil); err != nil {
+		t.Errorf("after fencecheck heal: %v", err)
+	}
 }
 
 func runExternal(t *testing.T, name, bootstrap, commands string) {
@@ -187,6 +293,13 @@ func runExternal(t *testing.T, name, bootstrap, commands string) {
 		t.Fatal(err)
 	}
 	requireValid(t, name, out)
+	if log, err := os.ReadFile(out.Dir.HarnessLog()); err == nil {
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, "fault took hold") {
+				t.Log(line)
+			}
+		}
+	}
 	if s.Requires != nil { // a broker-fault scenario: the commands ran and are in the run's logs
 		data, err := os.ReadFile(filepath.Join(out.Dir.Logs(), external.CommandsLog))
 		if err != nil || !strings.Contains(string(data), "done") {
@@ -222,9 +335,9 @@ func requireValid(t *testing.T, name string, out *scenarios.Outcome) {
 	}
 }
 
-// TestExternalSupportsFollowsCommands: on an external cluster, a broker-fault scenario runs
-// only with the commands its faults need, and the refusal names the missing command and
-// the option.
+// TestExternalSupportsFollowsCommands: on an external cluster, a broker-fault scenario (and
+// isolate-broker) runs only with the commands its faults need, and the refusal names the
+// missing command and the option.
 func TestExternalSupportsFollowsCommands(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "cmds.yaml")
@@ -255,9 +368,78 @@ func TestExternalSupportsFollowsCommands(t *testing.T) {
 	if err := load("pause-broker", filepath.Join(dir, "missing.yaml")).Supports(scenarios.KindExternal); err == nil || !strings.Contains(err.Error(), "cluster.broker_commands") {
 		t.Errorf("a missing commands file: %v", err)
 	}
+	if err := load("isolate-broker", "").Supports(scenarios.KindExternal); err == nil || !strings.Contains(err.Error(), "isolate and unisolate commands of --broker-commands") {
+		t.Errorf("isolate-broker without commands: %v, want a refusal naming the isolate commands and --broker-commands", err)
+	}
+	err = load("isolate-broker", file).Supports(scenarios.KindExternal)
+	if err == nil || !strings.Contains(err.Error(), "isolate needs the external cluster's isolate and unisolate commands") || !strings.Contains(err.Error(), "fields isolate, unisolate") {
+		t.Errorf("isolate-broker without isolate commands: %v, want a refusal naming them", err)
+	}
+	isolating := filepath.Join(dir, "isolating.yaml")
+	if err := os.WriteFile(isolating, []byte("isolate: i {id}\nunisolate: u {id}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := load("isolate-broker", isolating).Supports(scenarios.KindExternal); err != nil {
+		t.Errorf("isolate-broker with isolate and unisolate: %v", err)
+	}
+	if err := load("isolate-broker", "").Supports(scenarios.KindEmbedded); err == nil || !strings.Contains(err.Error(), "not embedded") {
+		t.Errorf("isolate-broker on embedded: %v", err)
+	}
 	s := load("holder-partition", file)
 	s.Cluster.Kind = scenarios.KindLocal
 	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "cluster.broker_commands") {
 		t.Errorf("broker commands on a local cluster: %v", err)
+	}
+}
+
+// TestManagedKafkaScenarios: the lists of built-in scenarios that docs/external.md says a
+// managed Kafka service (an external cluster without broker commands) runs and refuses are
+// exactly those Supports lets run and refuses.
+func TestManagedKafkaScenarios(t *testing.T) {
+	data, err := os.ReadFile("../docs/external.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lead = "Of the built-in scenarios that leaves"
+	text := string(data)
+	i := strings.Index(text, lead)
+	if i < 0 {
+		t.Fatalf("docs/external.md has no paragraph starting %q", lead)
+	}
+	para, _, _ := strings.Cut(text[i:], "\n\n")
+	runs, refused, ok := strings.Cut(para, "Refused:")
+	if !ok {
+		t.Fatalf("the paragraph has no \"Refused:\" list: %q", para)
+	}
+	refused, _, _ = strings.Cut(refused, ".") // the list is one sentence
+
+	names := func(s string) []string {
+		var out []string
+		for _, w := range regexp.MustCompile("`([a-z-]+)`").FindAllStringSubmatch(s, -1) {
+			if slices.Contains(scenarios.Names(), w[1]) {
+				out = append(out, w[1])
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	var wantRuns, wantRefused []string
+	for _, name := range scenarios.Names() {
+		s, _, err := scenarios.Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Cluster.Kind, s.Cluster.Bootstrap = scenarios.KindExternal, "broker.example:9092"
+		if s.Supports(scenarios.KindExternal) == nil {
+			wantRuns = append(wantRuns, name)
+		} else {
+			wantRefused = append(wantRefused, name)
+		}
+	}
+	if got := names(runs); !slices.Equal(got, wantRuns) {
+		t.Errorf("docs/external.md says a managed service runs %v; without broker commands fencecheck runs %v", got, wantRuns)
+	}
+	if got := names(refused); !slices.Equal(got, wantRefused) {
+		t.Errorf("docs/external.md says a managed service refuses %v; without broker commands fencecheck refuses %v", got, wantRefused)
 	}
 }

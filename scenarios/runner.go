@@ -48,6 +48,12 @@ type Options struct {
 	// Transport is the transport under test: "" or "real" for transport.BrokerTransport,
 	// "mutant:NAME" for one of the deliberately broken transports of package mutant.
 	Transport string
+	// Cluster, when not nil, is a running cluster the run uses instead of starting one (a
+	// cluster shared by several runs, see SharesCluster): Run waits until it is healthy, runs
+	// on it and heals what it injected, but does not stop it; the caller does. Its kind must be
+	// the scenario's. Per-run topic and transactional id names keep runs on one cluster apart.
+	// A run on a shared cluster leaves its broker logs in the cluster's own logs folder.
+	Cluster cluster.Cluster
 }
 
 // Outcome is what a run produced.
@@ -93,6 +99,10 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	}
 	if err := s.Supports(s.Cluster.Kind); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrScenario, err)
+	}
+	if opts.Cluster != nil && opts.Cluster.Info().Kind != s.Cluster.Kind {
+		return nil, fmt.Errorf("%w: scenario %s runs on a %s cluster, the cluster given is %s", ErrScenario,
+			s.Name, s.Cluster.Kind, opts.Cluster.Info().Kind)
 	}
 	start, err := transportStart(opts.Transport)
 	if err != nil {
@@ -202,11 +212,24 @@ func (r *runner) execute(ctx context.Context) {
 
 // startCluster brings the cluster up and opens the history and the workload on it.
 func (r *runner) startCluster(ctx context.Context) error {
-	cl, err := StartCluster(ctx, r.s.Cluster, r.dir.Logs(), r.log.With("component", "cluster"))
-	if err != nil {
-		return err
+	cl := r.opts.Cluster
+	if cl != nil {
+		// A shared cluster: the previous run healed it, but a broker may still be settling.
+		// Bounded: a shared cluster that died must fail this run, not hang the suite.
+		hctx, cancel := context.WithTimeout(ctx, finalTimeout)
+		err := cluster.WaitHealthy(hctx, cl, r.log)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("shared cluster not healthy: %w", err)
+		}
+	} else {
+		var err error
+		if cl, err = StartCluster(ctx, r.s.Cluster, r.dir.Logs(), r.log.With("component", "cluster")); err != nil {
+			return err
+		}
 	}
 	r.cl = cl
+	var err error
 	info := cl.Info()
 	cfg := r.s.Workload.Config
 	// Per-run topics: an external or reused cluster never mixes two runs' records.
@@ -388,7 +411,7 @@ func (r *runner) cleanup(ctx context.Context) {
 			r.harness = append(r.harness, fmt.Errorf("history: %w", err))
 		}
 	}
-	if r.cl != nil {
+	if r.cl != nil && r.opts.Cluster == nil { // a shared cluster is its owner's to stop
 		_ = r.phase("cluster down", func() error {
 			cctx, cancel := context.WithTimeout(ctx, closeTimeout)
 			defer cancel()

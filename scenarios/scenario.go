@@ -44,8 +44,10 @@ type Scenario struct {
 	// Promises are the coverage the scenario promises (see checker.Promises): a run that
 	// does not deliver them is inconclusive, not valid.
 	Promises []string `json:"promises,omitempty" yaml:"promises,omitempty"`
-	// Requires names what the cluster must support beyond the default (for example
-	// "peer-links" for isolate-broker); a cluster kind without it is refused.
+	// Requires names what the cluster must support beyond the default: "peer-links" (a
+	// broker can be cut from its peers: the local and containers clusters, or an external
+	// cluster with isolate commands) or "broker-faults" (kill, pause, restart: every kind but
+	// an external cluster without broker commands); a cluster without it is refused.
 	Requires []string `json:"requires,omitempty" yaml:"requires,omitempty"`
 	// OnKafka replaces the duration and the script when the cluster runs Apache Kafka
 	// brokers (every kind but embedded; see UseCluster): a Kafka broker takes seconds to
@@ -188,8 +190,11 @@ var requirements = []string{"peer-links", "broker-faults"}
 func (s *Scenario) Supports(kind string) error {
 	for _, r := range s.Requires {
 		switch {
-		case r == "peer-links" && kind != KindLocal && kind != KindContainers:
-			return fmt.Errorf("scenario %s needs inter-broker links behind proxies, which only the local and containers clusters have (not %s)", s.Name, kind)
+		case r == "peer-links" && kind == KindExternal && s.Cluster.BrokerCommands == "":
+			// With a commands file, CheckFaults below names the isolate commands it lacks.
+			return fmt.Errorf("scenario %s isolates brokers from their peers, which an external cluster does only with the isolate and unisolate commands of --broker-commands (cluster.broker_commands)", s.Name)
+		case r == "peer-links" && kind != KindLocal && kind != KindContainers && kind != KindExternal:
+			return fmt.Errorf("scenario %s needs inter-broker links behind proxies, which only the local and containers clusters have, or an external cluster's isolate command (not %s)", s.Name, kind)
 		case r == "broker-faults" && kind == KindExternal && s.Cluster.BrokerCommands == "":
 			return fmt.Errorf("scenario %s kills or pauses brokers, which an external cluster does only with --broker-commands (cluster.broker_commands)", s.Name)
 		}

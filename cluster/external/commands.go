@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,15 +22,21 @@ import (
 type Action string
 
 // The broker actions. Health is not a fault: it says when a broker is back.
-// There is no isolate: cutting a broker from its peers needs its peer
-// traffic behind proxies, which an external cluster does not have.
+// Isolate cuts a broker from its peers (inter-broker and controller traffic)
+// by the user's means: the cluster's peer traffic is not behind fencecheck's
+// proxies, as it is on a local cluster.
 const (
-	ActKill    Action = "kill"
-	ActPause   Action = "pause"
-	ActResume  Action = "resume"
-	ActRestart Action = "restart"
-	ActHealth  Action = "health"
+	ActKill      Action = "kill"
+	ActPause     Action = "pause"
+	ActResume    Action = "resume"
+	ActRestart   Action = "restart"
+	ActIsolate   Action = "isolate"
+	ActUnisolate Action = "unisolate"
+	ActHealth    Action = "health"
 )
+
+// actions lists every action with a template, in the file's order.
+var actions = []Action{ActKill, ActPause, ActResume, ActRestart, ActIsolate, ActUnisolate, ActHealth}
 
 // Commands are the user's command templates for broker actions, loaded from
 // a YAML file (LoadCommands). An empty template means the action is not
@@ -46,6 +53,12 @@ type Commands struct {
 	Pause   string `yaml:"pause"`
 	Resume  string `yaml:"resume"`
 	Restart string `yaml:"restart"`
+	// Isolate cuts the broker from its peers, leaving its client listener
+	// reachable; Unisolate undoes it. fencecheck counts the isolation as
+	// taken hold once the other brokers drop the broker from their
+	// metadata (the controller fenced it).
+	Isolate   string `yaml:"isolate"`
+	Unisolate string `yaml:"unisolate"`
 	// Health exits 0 when the broker is back. Empty: the broker is back
 	// when it answers a Kafka request sent straight to it.
 	Health string `yaml:"health"`
@@ -104,7 +117,7 @@ func LoadCommands(path string) (Commands, error) {
 
 // Validate checks every template's placeholders, naming the field.
 func (c Commands) Validate() error {
-	for _, a := range []Action{ActKill, ActPause, ActResume, ActRestart, ActHealth} {
+	for _, a := range actions {
 		if _, err := expand(c.template(a), target{}); err != nil {
 			return fmt.Errorf("%s: %w", a, err)
 		}
@@ -122,6 +135,10 @@ func (c Commands) template(a Action) string {
 		return c.Resume
 	case ActRestart:
 		return c.Restart
+	case ActIsolate:
+		return c.Isolate
+	case ActUnisolate:
+		return c.Unisolate
 	case ActHealth:
 		return c.Health
 	}
@@ -138,6 +155,18 @@ var faultActions = map[string][]Action{
 	"move-coordinator": {ActKill, ActRestart},
 	"restart":          {ActRestart},
 	"pause":            {ActPause, ActResume},
+	"isolate":          {ActIsolate, ActUnisolate},
+}
+
+// BrokerFaults lists the faults that run broker commands, sorted; every other fault (links,
+// freezes, Kafka-aware faults) needs none.
+func BrokerFaults() []string {
+	out := make([]string, 0, len(faultActions))
+	for f := range faultActions {
+		out = append(out, f)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Missing names, for a fault, the commands it needs that are not given
@@ -161,7 +190,11 @@ func (c Commands) CheckFaults(faults []string) error {
 			for i, a := range m {
 				names[i] = string(a)
 			}
-			return fmt.Errorf("fault %s needs the external cluster's %s command (give it in the --broker-commands file, field %s)",
+			if len(names) == 1 {
+				return fmt.Errorf("fault %s needs the external cluster's %s command (give it in the --broker-commands file, field %s)",
+					f, names[0], names[0])
+			}
+			return fmt.Errorf("fault %s needs the external cluster's %s commands (give them in the --broker-commands file, fields %s)",
 				f, strings.Join(names, " and "), strings.Join(names, ", "))
 		}
 	}
@@ -305,7 +338,7 @@ func tailLines(s string, n int) string {
 // fencecheck put on it and has not healed, and where it is.
 type faultState struct {
 	target
-	State string `json:"state"` // "killed" or "paused"
+	State string `json:"state"` // "killed", "paused" or "isolated"
 }
 
 // loadState reads the state file; a missing file is no state.

@@ -107,4 +107,8 @@ func TestCheckFaultsNamesTheMissingCommand(t *testing.T) {
 	if err := c.CheckFaults([]string{"kill"}); err == nil || !strings.Contains(err.Error(), "restart") {
 		t.Errorf("kill without restart: %v", err)
 	}
+	c.Isolate = "i {id}"
+	if err := c.CheckFaults([]string{"isolate"}); err == nil || !strings.Contains(err.Error(), "isolate needs the external cluster's unisolate command") {
+		t.Errorf("isolate without unisolate: %v", err)
+	}
 }

@@ -4,8 +4,9 @@
 //
 // Links work as with the other backends: each process reaches each broker
 // through its own proxy whose upstream is the broker's advertised address, as
-// the toxiproxy server sees it. Broker faults (kill, pause, resume, restart)
-// run the user's command templates (Commands); an action without a command is
+// the toxiproxy server sees it. Broker faults (kill, pause, resume, restart,
+// and isolate and unisolate through cluster.Isolator) run the user's command
+// templates (Commands); an action without a command is
 // refused with cluster.ErrUnsupported. Whether a fault took hold is for the
 // caller to see on the cluster: a command's exit status only says it ran.
 // Only PLAINTEXT listeners are supported.
@@ -67,7 +68,10 @@ type Cluster struct {
 	ops       map[int32]*sync.Mutex // serializes the commands of one broker
 }
 
-var _ cluster.Cluster = (*Cluster)(nil)
+var (
+	_ cluster.Cluster  = (*Cluster)(nil)
+	_ cluster.Isolator = (*Cluster)(nil)
+)
 
 // New attaches to the cluster: it learns the brokers from a Metadata request,
 // creates the link layer and returns once the cluster is healthy
@@ -223,6 +227,8 @@ func (c *Cluster) Brokers(ctx context.Context, q cluster.RoleQuery) ([]cluster.B
 			st = cluster.StateKilled
 		case statePaused:
 			st = cluster.StatePaused
+		case stateIsolated:
+			st = cluster.StateIsolated
 		}
 		out = append(out, cluster.Broker{ID: id, Addr: addr, State: st})
 	}

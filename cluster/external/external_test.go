@@ -86,7 +86,8 @@ func TestExternal(t *testing.T) {
 			}
 			t.Run("link cut - p1 fails, p2 works, p1 recovers", func(t *testing.T) { clustertest.LinkCut(t, c) })
 			t.Run("broker faults - unsupported", func(t *testing.T) {
-				for name, f := range map[string]func(context.Context, int32) error{"kill": c.Kill, "pause": c.Pause, "resume": c.Resume, "restart": c.Restart} {
+				for name, f := range map[string]func(context.Context, int32) error{"kill": c.Kill, "pause": c.Pause, "resume": c.Resume,
+					"restart": c.Restart, "isolate": c.Isolate, "unisolate": c.Unisolate} {
 					err := f(ctx, 0)
 					var ue *cluster.UnsupportedError
 					if !errors.Is(err, cluster.ErrUnsupported) || !errors.As(err, &ue) || ue.Kind != external.Kind {
@@ -125,8 +126,9 @@ func TestBootstrapRequired(t *testing.T) {
 
 // TestCommandFaultsStateAndHealOnStart: broker faults run the commands, Brokers reports
 // what fencecheck did, and a start with the state file of a run that crashed mid-fault
-// resumes and restarts the brokers that run left down. (kfake ignores the commands; the
-// test is of the bookkeeping; scenarios.TestScenariosExternalCommands runs real faults.)
+// unisolates, resumes and restarts the brokers that run left faulted, restarts last. (kfake
+// ignores the commands; the test is of the bookkeeping;
+// scenarios.TestScenariosExternalCommands runs real faults.)
 func TestCommandFaultsStateAndHealOnStart(t *testing.T) {
 	k := kfakeCluster(t)
 	dir := t.TempDir()
@@ -134,7 +136,7 @@ func TestCommandFaultsStateAndHealOnStart(t *testing.T) {
 	cmd := func(a string) string { return "echo " + a + " {name} {port} >> " + record }
 	opts := external.Options{Bootstrap: k.Bootstrap(), LogsDir: dir, Commands: external.Commands{
 		Kill: cmd("kill"), Pause: cmd("pause"), Resume: cmd("resume"), Restart: cmd("restart"),
-		StateFile: filepath.Join(dir, "state.json")}}
+		Isolate: cmd("isolate"), Unisolate: cmd("unisolate"), StateFile: filepath.Join(dir, "state.json")}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first, err := external.New(ctx, opts)
@@ -147,13 +149,16 @@ func TestCommandFaultsStateAndHealOnStart(t *testing.T) {
 	if err := first.Pause(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
+	if err := first.Isolate(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
 	bs, _ := first.Brokers(ctx, cluster.RoleQuery{})
 	states := map[int32]cluster.BrokerState{}
 	for _, b := range bs {
 		states[b.ID] = b.State
 	}
-	if states[0] != cluster.StateUnknown || states[1] != cluster.StateKilled || states[2] != cluster.StatePaused {
-		t.Errorf("states after kill b1, pause b2: %v", states)
+	if states[0] != cluster.StateIsolated || states[1] != cluster.StateKilled || states[2] != cluster.StatePaused {
+		t.Errorf("states after kill b1, pause b2, isolate b0: %v", states)
 	}
 	first.Close(ctx) // a crash: nothing healed
 	second, err := external.New(ctx, opts)
@@ -172,13 +177,13 @@ func TestCommandFaultsStateAndHealOnStart(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		lines = append(lines, strings.Fields(l)[0]+" "+strings.Fields(l)[1])
 	}
-	if got, want := strings.Join(lines, ", "), "kill b1, pause b2, resume b2, restart b1"; got != want {
+	if got, want := strings.Join(lines, ", "), "kill b1, pause b2, isolate b0, unisolate b0, resume b2, restart b1"; got != want {
 		t.Errorf("commands run: %s, want %s", got, want)
 	}
 	if _, err := os.Stat(opts.Commands.StateFile); !os.IsNotExist(err) {
 		t.Errorf("state file after healing: %v", err)
 	}
-	if log, _ := os.ReadFile(filepath.Join(dir, external.CommandsLog)); strings.Count(string(log), "===") != 4 {
-		t.Errorf("%s should record 4 commands:\n%s", external.CommandsLog, log)
+	if log, _ := os.ReadFile(filepath.Join(dir, external.CommandsLog)); strings.Count(string(log), "===") != 6 {
+		t.Errorf("%s should record 6 commands:\n%s", external.CommandsLog, log)
 	}
 }

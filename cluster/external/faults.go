@@ -21,8 +21,9 @@ import (
 
 // What the state file says of a faulted broker.
 const (
-	stateKilled = "killed"
-	statePaused = "paused"
+	stateKilled   = "killed"
+	statePaused   = "paused"
+	stateIsolated = "isolated"
 )
 
 // CommandsLog is the file in Options.LogsDir that records every command run.
@@ -35,7 +36,7 @@ func stateFilePath(opts Options) (string, error) {
 	if opts.Commands.StateFile != "" {
 		return opts.Commands.StateFile, nil
 	}
-	if !opts.Commands.Has(ActKill) && !opts.Commands.Has(ActPause) && !opts.Commands.Has(ActRestart) {
+	if !opts.Commands.Has(ActKill) && !opts.Commands.Has(ActPause) && !opts.Commands.Has(ActRestart) && !opts.Commands.Has(ActIsolate) {
 		return "", nil // no fault can be left behind
 	}
 	dir, err := os.UserCacheDir()
@@ -169,12 +170,30 @@ func (c *Cluster) Pause(ctx context.Context, id int32) error {
 // Resume implements cluster.Cluster: the resume command. The broker counts
 // as healed once the command succeeded.
 func (c *Cluster) Resume(ctx context.Context, id int32) error {
-	t, unlock, err := c.lockBroker(ActResume, id)
+	return c.undo(ctx, ActResume, id)
+}
+
+// Isolate implements cluster.Isolator: the isolate command. It returns once
+// the command exited; the caller watches the other brokers fence this one.
+func (c *Cluster) Isolate(ctx context.Context, id int32) error {
+	return c.fault(ctx, ActIsolate, id, stateIsolated)
+}
+
+// Unisolate implements cluster.Isolator: the unisolate command. The broker
+// counts as healed once the command succeeded; the caller watches it rejoin.
+func (c *Cluster) Unisolate(ctx context.Context, id int32) error {
+	return c.undo(ctx, ActUnisolate, id)
+}
+
+// undo runs a recovery command that needs no wait of its own (resume,
+// unisolate) and clears the broker's fault once it succeeded.
+func (c *Cluster) undo(ctx context.Context, a Action, id int32) error {
+	t, unlock, err := c.lockBroker(a, id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := c.run(ctx, ActResume, t); err != nil {
+	if err := c.run(ctx, a, t); err != nil {
 		return err
 	}
 	return c.setState(t, "")
@@ -253,7 +272,8 @@ func (c *Cluster) answers(ctx context.Context, t target) error {
 }
 
 // healLeftovers undoes the faults the state file lists: a run that crashed
-// mid-fault left them. Paused brokers are resumed, killed ones restarted.
+// mid-fault left them. Paused brokers are resumed, isolated ones unisolated,
+// killed ones restarted.
 func (c *Cluster) healLeftovers(ctx context.Context) error {
 	c.mu.Lock()
 	var left []faultState
@@ -261,11 +281,12 @@ func (c *Cluster) healLeftovers(ctx context.Context) error {
 		left = append(left, s)
 	}
 	c.mu.Unlock()
-	// Resume first: a restarted broker may need its paused peers to form a
-	// quorum before it counts as started.
+	// Resume and unisolate first: a restarted broker may need those peers
+	// to form a quorum before it counts as started.
+	last := func(s faultState) bool { return s.State == stateKilled }
 	sort.Slice(left, func(i, j int) bool {
-		if (left[i].State == statePaused) != (left[j].State == statePaused) {
-			return left[i].State == statePaused
+		if last(left[i]) != last(left[j]) {
+			return !last(left[i])
 		}
 		return left[i].ID < left[j].ID
 	})
@@ -275,6 +296,8 @@ func (c *Cluster) healLeftovers(ctx context.Context) error {
 		switch s.State {
 		case statePaused:
 			errs = append(errs, c.Resume(ctx, s.ID))
+		case stateIsolated:
+			errs = append(errs, c.Unisolate(ctx, s.ID))
 		default:
 			errs = append(errs, c.Restart(ctx, s.ID))
 		}

@@ -17,15 +17,15 @@ import (
 func init() { extraCommands = append(extraCommands, newHealCmd) }
 
 // newHealCmd heals an external cluster after a fencecheck process died mid-fault: attaching
-// to it runs the resume and restart commands for every broker its state file lists.
+// to it runs the unisolate, resume and restart commands for every broker its state file lists.
 func newHealCmd() *cobra.Command {
 	spec := scenarios.ClusterSpec{Kind: scenarios.KindExternal}
 	c := &cobra.Command{
 		Use:   "heal",
-		Short: "Resume and restart the brokers of an external cluster that a crashed run left faulted",
-		Long: `heal attaches to an external cluster with its broker commands, resumes every broker the
-commands file's state file lists as paused and restarts every one it lists as killed, waits
-until the cluster is healthy, and exits. A run does the same when it starts; heal is for when
+		Short: "Heal the brokers of an external cluster that a crashed run left faulted",
+		Long: `heal attaches to an external cluster with its broker commands, unisolates every broker the
+commands file's state file lists as isolated, resumes every one it lists as paused and restarts
+every one it lists as killed, waits until the cluster is healthy, and exits. A run does the same when it starts; heal is for when
 no run is due. See docs/external.md.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {

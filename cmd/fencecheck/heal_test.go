@@ -14,7 +14,7 @@ import (
 )
 
 // TestHealRunsLeftoverCommands: heal resumes a broker the state file of a crashed run lists
-// as paused, and clears the state file.
+// as paused and unisolates one it lists as isolated, and clears the state file.
 func TestHealRunsLeftoverCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -25,9 +25,10 @@ func TestHealRunsLeftoverCommands(t *testing.T) {
 	defer k.Close(context.Background())
 	dir := t.TempDir()
 	ran := filepath.Join(dir, "ran")
-	cmds := "pause: echo pause {name} >> " + ran + "\nresume: echo resume {name} >> " + ran + "\nstate_file: state.json\n"
+	cmds := "pause: echo pause {name} >> " + ran + "\nresume: echo resume {name} >> " + ran +
+		"\nisolate: echo isolate {name} >> " + ran + "\nunisolate: echo unisolate {name} >> " + ran + "\nstate_file: state.json\n"
 	file := filepath.Join(dir, "cmds.yaml")
-	state := `[{"id": 1, "host": "127.0.0.1", "port": "1", "state": "paused"}]`
+	state := `[{"id": 1, "host": "127.0.0.1", "port": "1", "state": "paused"}, {"id": 2, "host": "127.0.0.1", "port": "1", "state": "isolated"}]`
 	if err := os.WriteFile(file, []byte(cmds), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +43,8 @@ func TestHealRunsLeftoverCommands(t *testing.T) {
 	if err := root.ExecuteContext(ctx); err != nil {
 		t.Fatalf("heal: %v\n%s", err, out.String())
 	}
-	if data, _ := os.ReadFile(ran); strings.TrimSpace(string(data)) != "resume b1" {
-		t.Errorf("commands run: %q, want resume b1", data)
+	if data, _ := os.ReadFile(ran); strings.TrimSpace(string(data)) != "resume b1\nunisolate b2" {
+		t.Errorf("commands run: %q, want resume b1, unisolate b2", data)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "state.json")); !os.IsNotExist(err) {
 		t.Errorf("state file left: %v", err)

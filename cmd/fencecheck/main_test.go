@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,15 +20,40 @@ import (
 	"github.com/fencecheck/fencecheck/transport/mutant"
 )
 
-// buildBinary builds fencecheck once for the tests that run it as a user would.
+// buildBinary builds fencecheck once per test binary for the tests that run it as a user
+// would (each building its own cost a few seconds apiece), and returns its path.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "fencecheck")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fencecheck-test-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binDir, binPath = dir, filepath.Join(dir, "fencecheck")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return bin
+	return binPath
+}
+
+var (
+	binOnce         sync.Once
+	binDir, binPath string
+	binErr          error
+)
+
+// TestMain removes the binary buildBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 func exitCode(t *testing.T, err error) int {
@@ -58,6 +85,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"check", t.TempDir()}, "not a run directory"},
 		{[]string{"shrink"}, "takes 1 argument"},
 		{[]string{"shrink", t.TempDir()}, "cannot shrink"},
+		{[]string{"selftest", "--parallel", "-1"}, "--parallel"},
 	}
 	for _, tc := range tests {
 		out, err := exec.Command(bin, tc.args...).CombinedOutput()
@@ -79,6 +107,8 @@ func TestInterruptMidFault(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a scenario")
 	}
+	// Embedded runs mostly wait on lease timers: this one overlaps the others.
+	t.Parallel()
 	bin := buildBinary(t)
 	out := t.TempDir()
 	cmd := exec.Command(bin, "run", "holder-partition", "--seed", "4", "--out", out)
@@ -171,12 +201,15 @@ func TestSelftest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a scenario per transport")
 	}
+	// Embedded runs mostly wait on lease timers: this one overlaps the others.
+	t.Parallel()
 	bin := buildBinary(t)
 	out, err := exec.Command(bin, "selftest", "--duration", "8s", "--out", t.TempDir()).CombinedOutput()
 	if code := exitCode(t, err); code != 0 {
 		t.Fatalf("selftest exit %d:\n%s", code, out)
 	}
-	want := []string{"PASS  real", "selftest passed"}
+	// On the embedded cluster the runs go side by side by default.
+	want := []string{"PASS  real", "selftest passed", "at a time"}
 	for _, m := range mutant.List() {
 		want = append(want, "PASS  mutant:"+m.Name)
 	}

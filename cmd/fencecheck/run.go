@@ -114,7 +114,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.StringVar(&f.toxiImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process; e.g. fencecheck/toxiproxy:"+scenarios.ToxiproxyVersion+")")
 	fl.StringVar(&f.bootstrap, "bootstrap", "", "seed brokers of an external cluster, host:port[,host:port...]")
 	fl.StringVar(&f.toxiproxyAPI, "toxiproxy-api", "", "toxiproxy API of an external cluster's links, host:port (default: toxiproxy in this process)")
-	fl.StringVar(&f.brokerCommands, "broker-commands", "", "YAML file of an external cluster's broker commands (kill, pause, resume, restart, health; see docs/external.md)")
+	fl.StringVar(&f.brokerCommands, "broker-commands", "", "YAML file of an external cluster's broker commands (kill, pause, resume, restart, isolate, unisolate, health; see docs/external.md)")
 	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
 	fl.IntVar(&f.roles, "roles", 0, "roles (default: the scenario's)")
 	fl.IntVar(&f.members, "members", 0, "members per role (default: the scenario's)")
@@ -189,26 +189,7 @@ func printWarnings(c *cobra.Command, s *scenarios.Scenario) {
 // or a file): every flag that shapes the run, but not the seed, which scenarios.Run appends
 // once it knows it (it picks one when --seed was not given).
 func commandLine(arg string, s *scenarios.Scenario, f runFlags) string {
-	parts := []string{"fencecheck", "run", arg}
-	add := func(flag string, v any, set bool) {
-		if set {
-			parts = append(parts, flag, fmt.Sprint(v))
-		}
-	}
-	add("--cluster", s.Cluster.Kind, s.Cluster.Kind != scenarios.KindEmbedded)
-	add("--duration", s.Duration, true)
-	add("--txn-version", s.Cluster.TransactionVersion, s.Cluster.TransactionVersion != 0)
-	add("--kafka-version", s.Cluster.KafkaVersion, s.Cluster.KafkaVersion != "")
-	add("--kafka-image", s.Cluster.KafkaImage, s.Cluster.KafkaImage != "")
-	add("--toxiproxy-image", s.Cluster.ToxiproxyImage, s.Cluster.ToxiproxyImage != "")
-	add("--bootstrap", s.Cluster.Bootstrap, s.Cluster.Bootstrap != "")
-	add("--toxiproxy-api", s.Cluster.ToxiproxyAPI, s.Cluster.ToxiproxyAPI != "")
-	add("--broker-commands", s.Cluster.BrokerCommands, s.Cluster.BrokerCommands != "")
-	add("--processes", s.Workload.Processes, true)
-	add("--roles", s.Workload.Roles, true)
-	add("--members", s.Workload.MembersPerRole, true)
-	add("--transport", f.transport, f.transport != "" && f.transport != "real")
-	return strings.Join(parts, " ")
+	return scenarios.RepeatCommand(arg, s, f.transport)
 }
 
 func isTerminal(c *cobra.Command) bool {

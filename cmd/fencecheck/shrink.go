@@ -66,6 +66,7 @@ Exit codes: 0 a result that reproduced, 2 interrupted or not reproduced in the f
 	fl.DurationVar(&opts.Budget, "budget", 10*time.Minute, "time for the search; the fresh tries come after it")
 	fl.IntVar(&opts.Tries, "tries", 0, "tries per candidate (default 3 on the embedded cluster, 1 on the others)")
 	fl.IntVar(&opts.Confirm, "confirm", 0, "fresh tries that measure the result's reproduction rate (default 10 on the embedded cluster, 3 on the others; -1: none)")
+	fl.IntVar(&opts.Parallel, "parallel", 0, "tries run at once (default 4 on the embedded cluster, whose runs mostly wait on lease timers; 1 on the others)")
 	fl.IntVar(&opts.MinFails, "min-fails", 1, "failing tries a candidate needs to be kept")
 	fl.StringSliceVar(&opts.Guarantees, "guarantee", nil, "the guarantee a try must break (repeatable; default: every guarantee the run broke, any one counts)")
 	fl.DurationVar(&opts.CheckTimeout, "check-timeout", 0, "bound of each role's porcupine search per try (default: the checker's)")

@@ -219,28 +219,10 @@ func soakOne(ctx context.Context, s soakScenario, f runFlags, lock string, seed 
 	}
 	r := soakRun{
 		Scenario: s.Name, Cluster: s.Cluster.Kind, Seed: out.Seed, Dir: string(out.Dir),
-		Verdict: out.Results.Verdict, Why: failingChecks(out.Results), Interrupted: out.Interrupted,
+		Verdict: out.Results.Verdict, Why: out.Results.NotValid(), Interrupted: out.Interrupted,
 		Started: began.UTC(), Seconds: time.Since(began).Seconds(), Command: out.Command,
 	}
 	return r, nil
-}
-
-// failingChecks names what made a run not valid: every non-advisory check and coverage
-// requirement that did not pass, and a harness error's first line.
-func failingChecks(res *checker.Results) []string {
-	var why []string
-	for _, list := range [][]checker.Result{res.Checks, res.Coverage} {
-		for _, r := range list {
-			if r.Verdict != checker.VerdictValid && !r.Advisory {
-				why = append(why, r.Name+": "+string(r.Verdict))
-			}
-		}
-	}
-	if res.Error != "" {
-		msg, _, _ := strings.Cut(res.Error, "\n")
-		why = append(why, "error: "+msg)
-	}
-	return why
 }
 
 // soakSeed is a fresh random root seed, chosen here so it can be printed before the run.

@@ -85,6 +85,8 @@ func TestSoakTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four short scenarios")
 	}
+	// Embedded runs mostly wait on lease timers: this one overlaps the others.
+	t.Parallel()
 	bin := buildBinary(t)
 	tmp := t.TempDir()
 	noHandoff := filepath.Join(tmp, "no-handoff.yaml")
@@ -188,6 +190,8 @@ func TestSoakInterrupt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs scenarios")
 	}
+	// Embedded runs mostly wait on lease timers: this one overlaps the others.
+	t.Parallel()
 	bin := buildBinary(t)
 	out := filepath.Join(t.TempDir(), "soak")
 	cmd := exec.Command(bin, "soak", "steady", "--transport", "mutant:ack-fenced", "--duration", "4s",
@@ -336,6 +340,8 @@ func TestCheckKeepsInterruptedInconclusive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a scenario")
 	}
+	// Embedded runs mostly wait on lease timers: this one overlaps the others.
+	t.Parallel()
 	bin := buildBinary(t)
 	out := t.TempDir()
 	b, err := exec.Command(bin, "run", "steady", "--duration", "2s", "--out", out).CombinedOutput()

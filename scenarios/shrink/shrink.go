@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
@@ -39,7 +40,14 @@ type Options struct {
 	Progress io.Writer
 	// CheckTimeout bounds each role's porcupine search in each try (checker default if 0).
 	CheckTimeout time.Duration
+	// Parallel is how many tries of one candidate (or of the confirmation) run at once.
+	// Default 4 on the embedded cluster, whose runs mostly wait on lease timers; 1 on the
+	// others, where a second cluster would disturb the timing of the first.
+	Parallel int
 }
+
+// embeddedParallel is Options.Parallel's default on the embedded cluster.
+const embeddedParallel = 4
 
 // Shape is what a scenario's size is measured by.
 type Shape struct {
@@ -202,6 +210,12 @@ func Run(ctx context.Context, o *Origin, opts Options) (*Result, error) {
 	if opts.MinFails <= 0 {
 		opts.MinFails = 1
 	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 1
+		if embedded {
+			opts.Parallel = embeddedParallel
+		}
+	}
 	if opts.MinFails > opts.Tries {
 		return nil, fmt.Errorf("%w: --min-fails %d is more than --tries %d", ErrNotShrinkable, opts.MinFails, opts.Tries)
 	}
@@ -266,6 +280,7 @@ type tryOut struct {
 	broken      []string // target guarantees it broke
 	report      string
 	interrupted bool
+	done        bool // the run ended on its own, uninterrupted, and was checked
 }
 
 // try runs s once with seed.
@@ -278,7 +293,7 @@ func (sh *shrinker) try(ctx context.Context, s *scenarios.Scenario, seed uint64)
 	if err != nil {
 		return tryOut{}, err
 	}
-	t := tryOut{seed: seed, report: out.Dir.Report(), interrupted: out.Interrupted}
+	t := tryOut{seed: seed, report: out.Dir.Report(), interrupted: out.Interrupted, done: !out.Interrupted && out.Results != nil}
 	if out.Results != nil {
 		for _, g := range Failed(out.Results) {
 			if slices.Contains(sh.target, g) {
@@ -287,6 +302,36 @@ func (sh *shrinker) try(ctx context.Context, s *scenarios.Scenario, seed uint64)
 		}
 	}
 	return t, nil
+}
+
+// tries runs s once per seed, Options.Parallel at a time, and returns the outcomes in the
+// order of seeds. ok is false when a try could not run, or ctx ended, or a try was
+// interrupted: then only the outcomes marked done are runs that ended on their own, and err
+// says why, if anything but ctx did.
+func (sh *shrinker) tries(ctx context.Context, s *scenarios.Scenario, seeds []uint64) (outs []tryOut, ok bool, err error) {
+	outs = make([]tryOut, len(seeds))
+	errs := make([]error, len(seeds))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(sh.opts.Parallel, len(seeds)) {
+		wg.Go(func() {
+			for i := range next {
+				outs[i], errs[i] = sh.try(ctx, s, seeds[i])
+			}
+		})
+	}
+	for i := range seeds {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return outs, false, err
+	}
+	if ctx.Err() != nil || slices.ContainsFunc(outs, func(t tryOut) bool { return !t.done }) {
+		return outs, false, nil
+	}
+	return outs, true, nil
 }
 
 // eval runs p's tries and keeps p as the best when enough of them fail. It returns false
@@ -300,14 +345,18 @@ func (sh *shrinker) eval(ctx context.Context, p plan, what string) bool {
 	c := Candidate{N: len(sh.res.Candidates) + 1, What: what, Shape: p.shape()}
 	var seeds []uint64
 	report := ""
-	for i := range sh.opts.Tries {
-		t, err := sh.try(ctx, s, sh.o.Info.Seed+uint64(i))
-		if err != nil || t.interrupted || ctx.Err() != nil {
-			if err != nil && ctx.Err() == nil {
-				sh.say("#%d %s: %v", c.N, what, err)
-			}
-			return false
+	seedList := make([]uint64, sh.opts.Tries)
+	for i := range seedList {
+		seedList[i] = sh.o.Info.Seed + uint64(i)
+	}
+	outs, ok, err := sh.tries(ctx, s, seedList)
+	if !ok {
+		if err != nil && ctx.Err() == nil {
+			sh.say("#%d %s: %v", c.N, what, err)
 		}
+		return false
+	}
+	for _, t := range outs {
 		c.Tries++
 		if len(t.broken) > 0 {
 			c.Fails++
@@ -457,21 +506,28 @@ func (sh *shrinker) confirm(ctx context.Context) {
 	fails, tries := 0, 0
 	var seeds []uint64
 	report := ""
-	for i := range sh.opts.Confirm {
-		seed := sh.o.Info.Seed + 1000 + uint64(i)
-		t, err := sh.try(ctx, s, seed)
-		if err != nil || t.interrupted || ctx.Err() != nil {
-			break
+	seedList := make([]uint64, sh.opts.Confirm)
+	for i := range seedList {
+		seedList[i] = sh.o.Info.Seed + 1000 + uint64(i)
+	}
+	// An interrupted confirmation counts the tries that ended before the interrupt.
+	outs, _, err := sh.tries(ctx, s, seedList)
+	if err != nil && ctx.Err() == nil {
+		sh.say("confirm: %v", err)
+	}
+	for i, t := range outs {
+		if !t.done {
+			continue
 		}
 		tries++
 		if len(t.broken) > 0 {
 			fails++
-			seeds = append(seeds, seed)
+			seeds = append(seeds, t.seed)
 			if report == "" {
 				report = t.report
 			}
 		}
-		sh.say("  try %d/%d seed %d: %s", i+1, sh.opts.Confirm, seed, verdictWord(t))
+		sh.say("  try %d/%d seed %d: %s", i+1, sh.opts.Confirm, t.seed, verdictWord(t))
 	}
 	sh.res.Fails, sh.res.Tries = fails, tries
 	sh.bestSeeds = append(slices.Clone(sh.bestSeeds), seeds...)

@@ -135,7 +135,7 @@ func TestShrinkMutantChaos(t *testing.T) {
 	}
 	out := t.TempDir()
 	var progress strings.Builder
-	res, err := Run(context.Background(), o, Options{Out: out, Budget: 30 * time.Second, Tries: 2, Confirm: 5, Progress: &progress})
+	res, err := Run(context.Background(), o, Options{Out: out, Budget: 20 * time.Second, Tries: 2, Confirm: 5, Progress: &progress})
 	t.Logf("progress:\n%s", progress.String())
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/cluster/local"
+)
+
+// suiteJSON is what the tests read of suite.json.
+type suiteJSON struct {
+	Verdict  string `json:"verdict"`
+	ExitCode int    `json:"exit_code"`
+	Stopped  string `json:"stopped"`
+	Cells    []struct {
+		Scenario, System, Status, Verdict, Note, Cluster, Repeat, Mark string
+		Runs                                                           []struct {
+			Dir         string `json:"dir"`
+			Verdict     string `json:"verdict"`
+			Command     string `json:"command"`
+			Interrupted bool   `json:"interrupted"`
+		} `json:"runs"`
+	} `json:"cells"`
+}
+
+func readSuite(t *testing.T, dir string) suiteJSON {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "suite.json"))
+	if err != nil {
+		t.Fatalf("suite.json: %v", err)
+	}
+	var s suiteJSON
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("suite.json: %v", err)
+	}
+	return s
+}
+
+type junitFile struct {
+	Suites []struct {
+		Name     string `xml:"name,attr"`
+		Failures int    `xml:"failures,attr"`
+		Props    []struct {
+			Name  string `xml:"name,attr"`
+			Value string `xml:"value,attr"`
+		} `xml:"properties>property"`
+		Cases []struct {
+			Name    string `xml:"name,attr"`
+			Failure *struct {
+				Body string `xml:",chardata"`
+			} `xml:"failure"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+func readJUnit(t *testing.T, path string) junitFile {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j junitFile
+	if err := xml.Unmarshal(b, &j); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return j
+}
+
+func writeSuite(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "suite.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkFailingCell requires that the suite in out has exactly one invalid cell, scenario on
+// system (the others may be inconclusive: short runs may not fit a scenario's faults); that it comes first in index.html's grid and junit.xml; and that both point
+// at its run's report (which exists) and the command that repeats it.
+func checkFailingCell(t *testing.T, out, scenario, system string) {
+	t.Helper()
+	s := readSuite(t, out)
+	var report, repeat string
+	for _, c := range s.Cells {
+		if (c.Scenario == scenario && c.System == system) != (c.Verdict == "invalid") {
+			t.Errorf("cell %s on %s: %s %s; want only %s on %s invalid", c.Scenario, c.System, c.Status, c.Verdict, scenario, system)
+		}
+		if c.Scenario == scenario && c.System == system && len(c.Runs) == 1 {
+			report, repeat = filepath.ToSlash(filepath.Join(c.Runs[0].Dir, "report.html")), c.Repeat
+		}
+	}
+	if report == "" {
+		t.Fatalf("no run of %s on %s in suite.json: %+v", scenario, system, s.Cells)
+	}
+	if _, err := os.Stat(filepath.Join(out, report)); err != nil {
+		t.Errorf("the failing run's report: %v", err)
+	}
+	if !strings.Contains(repeat, "--transport mutant:ack-fenced --seed ") {
+		t.Errorf("repeat command %q does not repeat the mutant's run", repeat)
+	}
+	index, err := os.ReadFile(filepath.Join(out, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(index)
+	firstCell := page[strings.Index(page, `<td class="cell`):]
+	if !strings.HasPrefix(firstCell, `<td class="cell invalid" data-scenario="`+scenario+`" data-system="`+system+`"`) {
+		t.Errorf("the grid does not start with the failing cell: %.200s", firstCell)
+	}
+	if !strings.Contains(firstCell[:strings.Index(firstCell, "</td>")], `href="`+report+`"`) {
+		t.Errorf("the failing cell does not link %s: %.600s", report, firstCell)
+	}
+	if !strings.Contains(page, "<code>"+repeat+"</code>") {
+		t.Errorf("index.html lacks the repeat command %q", repeat)
+	}
+	j := readJUnit(t, filepath.Join(out, "junit.xml"))
+	if len(j.Suites) != len(s.Cells) {
+		t.Errorf("%d testsuites for %d cells", len(j.Suites), len(s.Cells))
+	}
+	first := j.Suites[0]
+	if first.Name != scenario+" on "+system || first.Failures == 0 {
+		t.Fatalf("first testsuite %q with %d failures; want %s on %s failing", first.Name, first.Failures, scenario, system)
+	}
+	props := map[string]string{}
+	for _, p := range first.Props {
+		props[p.Name] = p.Value
+	}
+	if props["report"] != report || props["repeat"] != repeat || props["verdict"] != "invalid" {
+		t.Errorf("testsuite properties %v; want report %s, repeat %s", props, report, repeat)
+	}
+	for _, c := range first.Cases {
+		if c.Failure != nil && !strings.Contains(c.Failure.Body, "report: "+report) {
+			t.Errorf("failure of %s does not name the report: %s", c.Name, c.Failure.Body)
+		}
+	}
+}
+
+// TestSuiteEndToEnd runs a suite on embedded: steady on kfake with TV2 (a mutant transport
+// that acknowledges fenced writes, so invalid) and TV1 (the real one), and isolate-broker,
+// which kfake cannot run (skipped). The suite exits 1 and its index and JUnit point at the
+// failing cell; both steady cells ran on a cluster shared per system. Then suite merge of that
+// directory, with the directory itself as baseline, marks the cell still failing and writes
+// the Markdown summary with the report's link.
+func TestSuiteEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two short scenarios")
+	}
+	bin := buildBinary(t)
+	bad := writeSuite(t, "name: bad\nbudget: 1h\nscenarios: [steady]\nsystems: [{cluster: embedded, transaction_version: 3}]\n")
+	for _, args := range [][]string{{"suite", bad}, {"suite", "nightly", "--group", "nope"}, {"suite", "merge", "--out", t.TempDir()}} {
+		b, err := exec.Command(bin, args...).CombinedOutput()
+		if code := exitCode(t, err); code != 254 || strings.Contains(string(b), "goroutine") {
+			t.Errorf("%v: exit %d, want 254 (usage); output:\n%s", args, code, b)
+		}
+	}
+	file := writeSuite(t, `name: e2e
+budget: 5m
+duration: 4s
+scenarios: [steady, isolate-broker]
+systems:
+  - {cluster: embedded, transaction_version: 2}
+  - {cluster: embedded, transaction_version: 1}
+cells:
+  - {scenario: steady, system: kfake-tv2, transport: "mutant:ack-fenced"}
+`)
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "suite")
+	cmd := exec.Command(bin, "suite", file, "--out", out)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if code := exitCode(t, cmd.Run()); code != 1 {
+		t.Fatalf("exit %d, want 1 (an invalid cell); stdout:\n%s\nstderr:\n%s", code, &stdout, &stderr)
+	}
+	for _, want := range []string{"[1/2] steady × kfake-tv2", "[2/2] steady × kfake-tv1", "isolate-broker × kfake-tv2 skipped"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("progress on stderr lacks %q:\n%s", want, &stderr)
+		}
+	}
+	if !strings.Contains(stdout.String(), "steady on kfake-tv2: invalid; repeat: fencecheck run steady") {
+		t.Errorf("stdout does not name the failing cell:\n%s", &stdout)
+	}
+	checkFailingCell(t, out, "steady", "kfake-tv2")
+	for _, c := range readSuite(t, out).Cells {
+		switch {
+		case c.Scenario == "steady" && c.Cluster != "shared "+c.System+"#1":
+			t.Errorf("steady on %s ran on cluster %q, want the system's shared one", c.System, c.Cluster)
+		case c.Scenario == "isolate-broker" && (c.Status != "skipped" || !strings.Contains(c.Note, "links")):
+			t.Errorf("isolate-broker on %s: %s (%s), want skipped for want of peer links", c.System, c.Status, c.Note)
+		}
+	}
+
+	merged := filepath.Join(tmp, "merged")
+	summary := filepath.Join(tmp, "summary.md")
+	b, err := exec.Command(bin, "suite", "merge", out, "--out", merged, "--baseline", out, "--summary", summary).CombinedOutput()
+	if code := exitCode(t, err); code != 1 {
+		t.Fatalf("merge: exit %d, want 1; output:\n%s", code, b)
+	}
+	checkFailingCell(t, merged, "steady", "kfake-tv2")
+	if s := readSuite(t, merged); s.Cells[0].Mark != "still failing" {
+		t.Errorf("against itself the failing cell is %q, want still failing", s.Cells[0].Mark)
+	}
+	md, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := readSuite(t, merged).Cells[0].Runs[0].Dir
+	if !strings.Contains(string(md), "[invalid]("+run+"/report.html) (still failing)") {
+		t.Errorf("summary lacks the failing cell's link to %s:\n%s", run, md)
+	}
+}
+
+// TestSuiteInterrupt: SIGINT during the second of three cells stops the suite: the first
+// cell's run is kept, the second is healed, checked and listed as interrupted, the third is
+// not run, and index.html and junit.xml say so; exit 2.
+func TestSuiteInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs scenarios")
+	}
+	bin := buildBinary(t)
+	file := writeSuite(t, `name: stop
+budget: 5m
+duration: 4s
+scenarios: [steady, holder-partition, slow-links]
+systems: [{cluster: embedded}]
+cells:
+  # Long, so the signal surely comes while it runs; it costs nothing, the signal ends it.
+  - {scenario: holder-partition, duration: 60s}
+`)
+	out := filepath.Join(t.TempDir(), "suite")
+	cmd := exec.Command(bin, "suite", file, "--out", out)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "[2/3] holder-partition") {
+			break
+		}
+	}
+	rest := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		for sc.Scan() {
+			b.WriteString(sc.Text() + "\n")
+		}
+		rest <- b.String()
+	}()
+	// Signal once the run's workload is under way (its history holds operations): a signal
+	// while its cluster comes up is a harness error of that run, as it is for fencecheck run.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		h, _ := filepath.Glob(filepath.Join(out, "runs", "holder-partition", "*", "history.jsonl"))
+		if len(h) == 1 {
+			if b, _ := os.ReadFile(h[0]); strings.Count(string(b), "\n") > 2 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Fatalf("holder-partition's history never appeared:\n%s", &log)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition: operations appear as the workload runs
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatalf("the suite did not stop after SIGINT:\n%s", &log)
+	}
+	log.WriteString(<-rest)
+	if code := exitCode(t, err); code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s", code, &log)
+	}
+	s := readSuite(t, out)
+	got := map[string]string{}
+	for _, c := range s.Cells {
+		got[c.Scenario] = c.Status
+		switch c.Scenario {
+		case "steady":
+			if c.Status != "ran" || len(c.Runs) != 1 || c.Runs[0].Interrupted {
+				t.Errorf("steady, finished before the signal: %+v", c)
+			}
+		case "holder-partition":
+			if c.Status != "ran" || len(c.Runs) != 1 || !c.Runs[0].Interrupted || c.Verdict == "valid" {
+				t.Errorf("holder-partition, interrupted: %+v", c)
+			}
+		case "slow-links":
+			if c.Status != "not run" || c.Note != "interrupted" {
+				t.Errorf("slow-links, never started: %+v", c)
+			}
+		}
+	}
+	if len(got) != 3 || s.Stopped != "interrupted" || s.ExitCode != 2 {
+		t.Errorf("suite.json: cells %v, stopped %q, exit %d", got, s.Stopped, s.ExitCode)
+	}
+	index, _ := os.ReadFile(filepath.Join(out, "index.html"))
+	if !strings.Contains(string(index), "Stopped early: interrupted") || !strings.Contains(string(index), `data-scenario="slow-links"`) {
+		t.Errorf("index.html does not show the interrupted suite")
+	}
+	if j := readJUnit(t, filepath.Join(out, "junit.xml")); len(j.Suites) != 3 {
+		t.Errorf("junit.xml has %d testsuites, want 3", len(j.Suites))
+	}
+}
+
+// TestSuiteLocalKafka runs a suite on a local Apache Kafka cluster: steady with a mutant
+// transport (invalid) and holder-partition with the real one, both on one cluster started once
+// and shared; exit 1, and index and JUnit point at the failing cell.
+func TestSuiteLocalKafka(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Kafka cluster")
+	}
+	if _, err := local.FindHome("", ""); err != nil {
+		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
+			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Kafka jars are missing: %v", err)
+		}
+		t.Skipf("local Kafka not installed (%v); run make kafka", err)
+	}
+	bin := buildBinary(t)
+	file := writeSuite(t, `name: kafka
+budget: 10m
+duration: 6s
+scenarios: [steady, holder-partition]
+systems: [{name: kafka, cluster: local}]
+cells:
+  - {scenario: steady, transport: "mutant:ack-fenced"}
+`)
+	out := filepath.Join(t.TempDir(), "suite")
+	b, err := exec.Command(bin, "suite", file, "--out", out).CombinedOutput()
+	if code := exitCode(t, err); code != 1 {
+		t.Fatalf("exit %d, want 1; output:\n%s", code, b)
+	}
+	checkFailingCell(t, out, "steady", "kafka")
+	for _, c := range readSuite(t, out).Cells {
+		if c.Cluster != "shared kafka#1" {
+			t.Errorf("%s ran on cluster %q, want the one shared cluster", c.Scenario, c.Cluster)
+		}
+	}
+	if strings.Count(string(b), "starting shared cluster") != 1 {
+		t.Errorf("want one cluster start:\n%s", b)
+	}
+}

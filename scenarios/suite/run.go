@@ -1,0 +1,320 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/scenarios"
+)
+
+// Options configure Run.
+type Options struct {
+	// Out is the suite directory. Required.
+	Out string
+	// Console receives the progress lines. Default: discard.
+	Console io.Writer
+	// Command is the command line that ran the suite (stored in suite.json and the index).
+	Command string
+	// NoReuse gives every run a cluster of its own (to measure what sharing saves).
+	NoReuse bool
+	// CheckTimeout bounds each role's porcupine search. Default checker.DefaultTimeout.
+	CheckTimeout time.Duration
+	// Baseline is a previous suite directory to compare with (marks); "" for none.
+	Baseline string
+	// Lock, when set, is held around each run (see the soak's --lock); nil: none.
+	Lock func(ctx context.Context) (unlock func(), err error)
+}
+
+// plannedCell is a cell with what it needs to run.
+type plannedCell struct {
+	Cell
+	arg       string // how `fencecheck run` names the scenario
+	s         *scenarios.Scenario
+	repeats   int
+	transport string
+	shared    bool
+	key       string // the cluster spec; cells with one key can share a cluster
+}
+
+// Plan expands the suite into its cells, in run order: system by system, the cells that can
+// share a cluster first. A scenario that a system cannot run is skipped with the reason.
+func (f *File) Plan(noReuse bool) ([]*plannedCell, error) {
+	var out []*plannedCell
+	for _, sys := range f.Systems {
+		var shared, own []*plannedCell
+		for _, g := range f.Groups {
+			for _, arg := range g.Scenarios {
+				s, err := f.scenario(arg)
+				if err != nil {
+					return nil, fmt.Errorf("%w: %w", ErrSuite, err)
+				}
+				ex := f.exception(s.Name, sys.Name)
+				c := &plannedCell{Cell: Cell{Group: g.Name, Scenario: s.Name, System: sys.Name, Status: StatusNotRun},
+					arg: f.scenarioArg(arg), s: s, repeats: f.Repeats, transport: f.Transport}
+				if ex.Repeats > 0 {
+					c.repeats = ex.Repeats
+				}
+				if ex.Transport != "" {
+					c.transport = ex.Transport
+				}
+				s.UseCluster(sys.Cluster)
+				if sys.KafkaVersion != "" {
+					s.Cluster.KafkaVersion = sys.KafkaVersion
+				}
+				if sys.TransactionVersion != 0 {
+					s.Cluster.TransactionVersion = sys.TransactionVersion
+				}
+				if sys.Brokers != 0 {
+					s.Cluster.Brokers = sys.Brokers
+				}
+				switch {
+				case ex.Duration > 0:
+					s.Duration = ex.Duration
+				case f.Duration > 0:
+					s.Duration = f.Duration
+				}
+				if err := s.Validate(); err != nil {
+					return nil, fmt.Errorf("%w: scenario %s on system %s: %w", ErrSuite, s.Name, sys.Name, err)
+				}
+				switch err := s.Supports(s.Cluster.Kind); {
+				case ex.Skip != "":
+					c.Status, c.Note = StatusSkipped, ex.Skip
+				case err != nil:
+					c.Status, c.Note = StatusSkipped, err.Error()
+				}
+				c.shared = !noReuse && scenarios.SharesCluster(s)
+				c.key = fmt.Sprintf("%+v", s.Cluster)
+				if c.shared {
+					shared = append(shared, c)
+				} else {
+					own = append(own, c)
+				}
+			}
+		}
+		out = append(out, shared...)
+		out = append(out, own...)
+	}
+	return out, nil
+}
+
+// sharedCluster is a cluster that consecutive cells of one system use.
+type sharedCluster struct {
+	key   string
+	label string
+	cl    cluster.Cluster
+	err   error // the start failed: every cell of this key gets the error
+	logF  *os.File
+}
+
+func (sc *sharedCluster) close() {
+	if sc == nil {
+		return
+	}
+	if sc.cl != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_ = sc.cl.Close(ctx)
+		cancel()
+	}
+	if sc.logF != nil {
+		sc.logF.Close()
+	}
+}
+
+// Run runs the suite's cells and writes the suite directory after every cell, so that an
+// interrupted suite (ctx cancelled) keeps what finished: the run in progress is healed,
+// checked and listed as interrupted, and the cells left are "not run". No run starts once the
+// budget is spent. The error is non-nil only when nothing could be written.
+func Run(ctx context.Context, f *File, opts Options) (*Report, error) {
+	if opts.Console == nil {
+		opts.Console = io.Discard
+	}
+	cells, err := f.Plan(opts.NoReuse)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("suite folder: %w", err)
+	}
+	began := time.Now()
+	rep := &Report{Suite: f.Name, Description: strings.TrimSpace(f.Description), Started: began.UTC(),
+		Budget: f.Budget.String(), Systems: f.Systems}
+	if opts.Command != "" {
+		rep.Commands = []string{opts.Command}
+	}
+	for _, c := range cells {
+		rep.Cells = append(rep.Cells, c.Cell)
+	}
+	var base *Report
+	if opts.Baseline != "" {
+		if base, err = Load(opts.Baseline); err != nil {
+			return nil, err
+		}
+		rep.Baseline = relOrAbs(opts.Out, opts.Baseline)
+	}
+	write := func() error {
+		rep.Seconds = time.Since(began).Seconds()
+		rep.summarize()
+		if base != nil {
+			Mark(rep, base)
+		}
+		return Write(opts.Out, rep)
+	}
+	if err := write(); err != nil {
+		return nil, err
+	}
+
+	total := 0
+	for _, c := range cells {
+		if c.Status == StatusNotRun {
+			total += c.repeats
+		}
+	}
+	fmt.Fprintf(opts.Console, "suite %s: %d cells, %d runs, budget %v → %s\n", f.Name, len(cells), total, f.Budget, opts.Out)
+	var sc *sharedCluster
+	defer func() { sc.close() }()
+	clusters := map[string]int{} // shared clusters started per system
+	done := 0
+	for i, c := range cells {
+		if c.Status == StatusSkipped {
+			fmt.Fprintf(opts.Console, "        %s × %s skipped: %s\n", c.Scenario, c.System, c.Note)
+			continue
+		}
+		if sc != nil && (!c.shared || sc.key != c.key) {
+			sc.close() // the system's shared cells are done: free it before the next one starts
+			sc = nil
+		}
+		for n := 0; n < c.repeats; n++ {
+			if ctx.Err() != nil {
+				rep.Stopped = "interrupted"
+				break
+			}
+			if time.Since(began) >= f.Budget.D() {
+				rep.Stopped = fmt.Sprintf("budget %v spent", f.Budget)
+				break
+			}
+			var shared cluster.Cluster
+			c.Cluster = "own"
+			if c.shared {
+				if sc == nil {
+					clusters[c.System]++
+					label := fmt.Sprintf("%s#%d", c.System, clusters[c.System])
+					fmt.Fprintf(opts.Console, "        starting shared cluster %s\n", label)
+					sc = startShared(ctx, c, label, opts.Out)
+					if sc.err != nil && ctx.Err() != nil { // Ctrl-C while it started: not its fault
+						sc.close()
+						sc = nil
+						rep.Stopped = "interrupted"
+						break
+					}
+				}
+				c.Cluster = "shared " + sc.label
+				if sc.err != nil {
+					done++
+					why := "error: shared cluster " + sc.label + ": " + sc.err.Error()
+					c.Runs = append(c.Runs, CellRun{Verdict: checker.VerdictError, Why: []string{why},
+						Command: scenarios.RepeatCommand(c.arg, c.s, c.transport)})
+					fmt.Fprintf(opts.Console, "[%d/%d] %s × %s: %s\n", done, total, c.Scenario, c.System, why)
+					continue
+				}
+				shared = sc.cl
+			}
+			done++
+			fmt.Fprintf(opts.Console, "[%d/%d] %s × %s (%s cluster) ...\n", done, total, c.Scenario, c.System, c.Cluster)
+			r, err := runOne(ctx, c, shared, opts)
+			if err != nil {
+				return rep, err
+			}
+			c.Runs = append(c.Runs, r)
+			fmt.Fprintf(opts.Console, "[%d/%d] %s × %s: %s in %.0fs → %s\n", done, total, c.Scenario, c.System, r.Verdict,
+				r.Seconds, filepath.Join(opts.Out, r.Dir))
+			if shared != nil && (r.Verdict == checker.VerdictError || r.Interrupted) {
+				// The shared cluster may be what failed: the next cell gets a new one.
+				sc.close()
+				sc = nil
+			}
+		}
+		c.finish()
+		if c.Status == StatusNotRun && rep.Stopped != "" {
+			c.Note = rep.Stopped
+		}
+		rep.Cells[i] = c.Cell
+		if err := write(); err != nil {
+			return rep, err
+		}
+	}
+	for i := range rep.Cells {
+		if rep.Cells[i].Status == StatusNotRun && rep.Cells[i].Note == "" {
+			rep.Cells[i].Note = rep.Stopped
+		}
+	}
+	return rep, write()
+}
+
+// startShared starts the cluster a run of c would, with its log and broker logs in the suite
+// directory's clusters/<label>/.
+func startShared(ctx context.Context, c *plannedCell, label, out string) *sharedCluster {
+	sc := &sharedCluster{key: c.key, label: label}
+	dir := filepath.Join(out, ClustersDir, label)
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		sc.err = err
+		return sc
+	}
+	var err error
+	if sc.logF, err = os.Create(filepath.Join(dir, "cluster.log")); err != nil {
+		sc.err = err
+		return sc
+	}
+	log := slog.New(slog.NewTextHandler(sc.logF, nil)).With("cluster", label)
+	cl, err := scenarios.StartCluster(ctx, c.s.Cluster, filepath.Join(dir, "logs"), log)
+	if err != nil {
+		sc.err = err // and no cluster: cl may be a typed nil
+		return sc
+	}
+	sc.cl = cl
+	return sc
+}
+
+// runOne runs c once with a fresh seed, on shared when not nil.
+func runOne(ctx context.Context, c *plannedCell, shared cluster.Cluster, opts Options) (CellRun, error) {
+	if opts.Lock != nil {
+		unlock, err := opts.Lock(ctx)
+		if err != nil {
+			return CellRun{Verdict: checker.VerdictInconclusive, Interrupted: true, Why: []string{"interrupted waiting for the lock"}}, nil
+		}
+		defer unlock()
+	}
+	began := time.Now()
+	out, err := scenarios.Run(ctx, c.s, scenarios.Options{
+		Root: filepath.Join(opts.Out, RunsDir), Console: io.Discard, CheckTimeout: opts.CheckTimeout,
+		Transport: c.transport, Command: scenarios.RepeatCommand(c.arg, c.s, c.transport), Cluster: shared,
+	})
+	if err != nil {
+		return CellRun{}, err
+	}
+	return CellRun{
+		Dir: relOrAbs(opts.Out, string(out.Dir)), Seed: out.Seed, Verdict: out.Results.Verdict,
+		Seconds: time.Since(began).Seconds(), Command: out.Command, Why: out.Results.NotValid(),
+		Interrupted: out.Interrupted,
+	}, nil
+}
+
+// relOrAbs is target relative to base when it can be, else target as an absolute path.
+func relOrAbs(base, target string) string {
+	ab, err1 := filepath.Abs(base)
+	at, err2 := filepath.Abs(target)
+	if err1 != nil || err2 != nil {
+		return target
+	}
+	if rel, err := filepath.Rel(ab, at); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return at
+}

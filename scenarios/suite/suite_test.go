@@ -1,0 +1,382 @@
+package suite
+
+import (
+	"context"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/reports"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// TestBadSuiteFiles: every bad suite file is an ErrSuite naming the field.
+func TestBadSuiteFiles(t *testing.T) {
+	const systems = "systems: [{cluster: embedded}]\n"
+	for _, tc := range []struct{ file, want string }{
+		{"", "empty file"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\n" + systems + "bogus: 1\n", "field bogus not found"},
+		{"name: x\nscenarios: [steady]\n" + systems, "budget:"},
+		{"name: x\nbudget: 1h\nscenarios: [nope]\n" + systems, "scenarios[0]: "},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\n", "systems: the suite names no system"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\nsystems: [{cluster: moon}]\n", "systems[0].cluster"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\nsystems: [{cluster: local, kafka_version: 3.9.1, transaction_version: 2}]\n", "systems[0].transaction_version"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\nsystems: [{cluster: embedded}, {cluster: embedded}]\n", "systems[1].name"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\n" + systems + "cells: [{scenario: chaos, skip: no}]\n", "cells[0].scenario"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\n" + systems + "cells: [{system: kfake-tv9}]\n", "cells[0].system"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\n" + systems + "cells: [{system: kfake, transport: 'mutant:nope'}]\n", "cells[0].transport"},
+		{"name: x\nbudget: 1h\nrepeats: -1\nscenarios: [steady]\n" + systems, "repeats:"},
+		{"name: x\nbudget: 1h\ngroups: [{name: a, scenarios: [steady]}, {name: b, scenarios: [steady]}]\n" + systems, "groups[1].scenarios[0]: scenario steady is already in group a"},
+		{"name: x\nbudget: soon\nscenarios: [steady]\n" + systems, "soon"},
+	} {
+		_, err := Parse("s.yaml", "", []byte(tc.file))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "s.yaml") {
+			t.Errorf("%q: error %v, want one naming s.yaml and %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+// TestNightlyPlan: the built-in nightly loads; its plan shares a cluster per system for the
+// link scenarios only, gives the broker scenarios their own, and skips isolate-broker on kfake
+// with the reason.
+func TestNightlyPlan(t *testing.T) {
+	f, err := Find("nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := f.Plan(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) != 13*4 {
+		t.Fatalf("%d cells, want 52", len(cells))
+	}
+	for _, c := range cells {
+		wantShared := c.Group == "links"
+		if c.shared != wantShared {
+			t.Errorf("%s on %s: shared %v, want %v", c.Scenario, c.System, c.shared, wantShared)
+		}
+		onKfake := strings.HasPrefix(c.System, "kfake")
+		if skipped := c.Status == StatusSkipped; skipped != (c.Scenario == "isolate-broker" && onKfake) {
+			t.Errorf("%s on %s: status %s (%s)", c.Scenario, c.System, c.Status, c.Note)
+		}
+		if c.Status == StatusSkipped && !strings.Contains(c.Note, "links") {
+			t.Errorf("%s on %s skipped without the reason: %q", c.Scenario, c.System, c.Note)
+		}
+	}
+	if err := f.Select([]string{"links"}, []string{"kfake-tv1", "kafka-4.1.2"}); err != nil {
+		t.Fatal(err)
+	}
+	if cells, _ = f.Plan(false); len(cells) != 7*2 {
+		t.Errorf("a share of links on two systems has %d cells, want 14", len(cells))
+	}
+	if err := f.Select([]string{"nope"}, nil); err == nil || !strings.Contains(err.Error(), "--group nope") {
+		t.Errorf("unknown group: %v", err)
+	}
+}
+
+// TestBuiltinSuitesLoad: every built-in suite loads and plans.
+func TestBuiltinSuitesLoad(t *testing.T) {
+	for _, name := range Names() {
+		f, err := Find(name)
+		if err == nil {
+			_, err = f.Plan(false)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if len(Names()) < 2 {
+		t.Errorf("built-in suites: %v", Names())
+	}
+}
+
+// fakeSuite writes a suite directory whose cells have the given verdicts per run (one run
+// directory with a junit.xml each), as Run would, and returns it.
+func fakeSuite(t *testing.T, dir string, cells map[[2]string][]checker.Verdict) *Report {
+	t.Helper()
+	rep := &Report{Suite: "fake", Systems: []System{{Name: "kfake-tv2", Cluster: "embedded"}, {Name: "kfake-tv1", Cluster: "embedded"}}}
+	n := 0
+	for _, key := range sortedKeys(cells) {
+		c := Cell{Group: "all", Scenario: key[0], System: key[1], Status: StatusNotRun}
+		for _, v := range cells[key] {
+			n++
+			run := filepath.ToSlash(filepath.Join(RunsDir, key[0], strings.Repeat("x", n)))
+			if err := os.MkdirAll(filepath.Join(dir, run), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			failures, body := 0, ""
+			if v == checker.VerdictInvalid {
+				failures, body = 1, `<failure type="invalid" message="no-lost-write: 1 anomalies">lost</failure>`
+			}
+			junit := `<testsuites><testsuite name="fencecheck.` + key[0] + `" tests="1" failures="` + string(rune('0'+failures)) +
+				`"><testcase name="no-lost-write" classname="fencecheck.` + key[0] + `.guarantee">` + body + `</testcase></testsuite></testsuites>`
+			if err := os.WriteFile(filepath.Join(dir, run, JUnitFile), []byte(junit), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c.Runs = append(c.Runs, CellRun{Dir: run, Seed: uint64(n), Verdict: v, Command: "fencecheck run " + key[0]})
+		}
+		c.finish()
+		rep.Cells = append(rep.Cells, c)
+	}
+	rep.summarize()
+	if err := Write(dir, rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func sortedKeys(m map[[2]string][]checker.Verdict) [][2]string {
+	var out [][2]string
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j][0]+out[j][1] < out[i][0]+out[i][1] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+const (
+	valid   = checker.VerdictValid
+	invalid = checker.VerdictInvalid
+)
+
+// TestMarks: against a baseline, each cell is a new failure, fixed, still failing or
+// unmarked; repeats that disagree make a cell flaky; the marks reach suite.json, the index,
+// the JUnit properties and the summary.
+func TestMarks(t *testing.T) {
+	tmp := t.TempDir()
+	base := filepath.Join(tmp, "last")
+	fakeSuite(t, base, map[[2]string][]checker.Verdict{
+		{"steady", "kfake-tv2"}:     {valid},
+		{"chaos", "kfake-tv2"}:      {invalid},
+		{"flapping", "kfake-tv2"}:   {invalid},
+		{"slow-links", "kfake-tv2"}: {valid},
+	})
+	now := filepath.Join(tmp, "now")
+	fakeSuite(t, now, map[[2]string][]checker.Verdict{
+		{"steady", "kfake-tv2"}:     {invalid},        // new failure
+		{"chaos", "kfake-tv2"}:      {valid},          // fixed
+		{"flapping", "kfake-tv2"}:   {invalid},        // still failing
+		{"slow-links", "kfake-tv2"}: {valid, invalid}, // new failure, flaky
+		{"black-hole", "kfake-tv1"}: {invalid},        // not in the baseline: new failure
+		{"steady", "kfake-tv1"}:     {valid},          // not in the baseline, passes: no mark
+	})
+	rep, err := Merge([]string{now}, MergeOptions{Out: filepath.Join(tmp, "merged"), Baseline: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"steady/kfake-tv2": MarkNewFailure, "chaos/kfake-tv2": MarkFixed, "flapping/kfake-tv2": MarkStillFailing,
+		"slow-links/kfake-tv2": MarkNewFailure, "black-hole/kfake-tv1": MarkNewFailure, "steady/kfake-tv1": "",
+	}
+	for _, c := range rep.Cells {
+		k := c.Scenario + "/" + c.System
+		if c.Mark != want[k] {
+			t.Errorf("%s: mark %q, want %q", k, c.Mark, want[k])
+		}
+		if c.Flaky != (k == "slow-links/kfake-tv2") {
+			t.Errorf("%s: flaky %v", k, c.Flaky)
+		}
+	}
+	if rep.Verdict != invalid || rep.ExitCode != 1 {
+		t.Errorf("merged verdict %s exit %d", rep.Verdict, rep.ExitCode)
+	}
+	again, err := Load(filepath.Join(tmp, "merged"))
+	if err != nil || len(again.Cells) != 6 || again.Baseline != "../last" {
+		t.Fatalf("suite.json: %v, %+v", err, again)
+	}
+	index, _ := os.ReadFile(filepath.Join(tmp, "merged", IndexFile))
+	summary, _ := os.ReadFile(filepath.Join(tmp, "merged", SummaryFile))
+	for _, m := range []string{MarkNewFailure, MarkFixed, MarkStillFailing, "flaky"} {
+		if !strings.Contains(string(index), `<span class="mark">`+m+`</span>`) {
+			t.Errorf("index lacks the mark %q", m)
+		}
+		if !strings.Contains(string(summary), m) {
+			t.Errorf("summary lacks the mark %q:\n%s", m, summary)
+		}
+	}
+	var ju reports.JUnitSuites
+	b, _ := os.ReadFile(filepath.Join(tmp, "merged", JUnitFile))
+	if err := xml.Unmarshal(b, &ju); err != nil {
+		t.Fatal(err)
+	}
+	marks := map[string]string{}
+	for _, s := range ju.Suites {
+		for _, p := range s.Props {
+			if p.Name == "mark" {
+				marks[s.Name] = p.Value
+			}
+		}
+	}
+	if marks["chaos on kfake-tv2"] != MarkFixed || marks["steady on kfake-tv2"] != MarkNewFailure {
+		t.Errorf("junit marks %v", marks)
+	}
+}
+
+// TestMerge: two shares of one nightly (different systems, and one cell run in both) merge
+// into one grid: one testsuite per cell in junit.xml, every report link resolving from the
+// merged directory, the shared cell's runs joined (and flaky when they disagree), and the
+// summary linking each failure's report.
+func TestMerge(t *testing.T) {
+	tmp := t.TempDir()
+	a, b := filepath.Join(tmp, "parts", "a"), filepath.Join(tmp, "parts", "b")
+	fakeSuite(t, a, map[[2]string][]checker.Verdict{
+		{"steady", "kfake-tv2"}: {valid},
+		{"chaos", "kfake-tv2"}:  {valid},
+	})
+	fakeSuite(t, b, map[[2]string][]checker.Verdict{
+		{"steady", "kfake-tv1"}: {invalid},
+		{"chaos", "kfake-tv2"}:  {invalid},
+	})
+	out := filepath.Join(tmp, "nightly")
+	rep, err := Merge([]string{a, b}, MergeOptions{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Cells) != 3 || rep.ExitCode != 1 {
+		t.Fatalf("%d cells, exit %d; want 3 cells, exit 1", len(rep.Cells), rep.ExitCode)
+	}
+	for _, c := range rep.Cells {
+		if c.Scenario == "chaos" && (len(c.Runs) != 2 || !c.Flaky || c.Verdict != invalid) {
+			t.Errorf("chaos on kfake-tv2 in both shares: %+v", c)
+		}
+		for _, r := range c.Runs {
+			if _, err := os.Stat(filepath.Join(out, r.Dir, JUnitFile)); err != nil {
+				t.Errorf("%s on %s: run %s does not resolve from the merged directory: %v", c.Scenario, c.System, r.Dir, err)
+			}
+		}
+	}
+	var ju reports.JUnitSuites
+	x, _ := os.ReadFile(filepath.Join(out, JUnitFile))
+	if err := xml.Unmarshal(x, &ju); err != nil {
+		t.Fatal(err)
+	}
+	if len(ju.Suites) != 3 {
+		t.Fatalf("%d testsuites, want one per cell (3)", len(ju.Suites))
+	}
+	first := ju.Suites[0]
+	if first.Failures != 1 || !strings.Contains(first.Name, "kfake") {
+		t.Errorf("first testsuite %s has %d failures; failures come first", first.Name, first.Failures)
+	}
+	summary := string(Summary(rep, "https://ci.example/nightly"))
+	for _, c := range rep.Cells {
+		if c.Verdict != invalid {
+			continue
+		}
+		for _, r := range c.Runs {
+			if r.Verdict == invalid && !strings.Contains(summary, "(https://ci.example/nightly/"+r.Dir+"/report.html)") {
+				t.Errorf("summary does not link %s on %s's report %s:\n%s", c.Scenario, c.System, r.Dir, summary)
+			}
+		}
+	}
+	if _, err := Merge([]string{filepath.Join(tmp, "nope")}, MergeOptions{Out: out}); err == nil || !strings.Contains(err.Error(), "not a suite directory") {
+		t.Errorf("merging a folder that is no suite: %v", err)
+	}
+}
+
+// TestWorkflowMatchesNightly: the nightly workflow's matrix is the nightly suite's groups ×
+// systems, so every cell runs in exactly one job, and its jobs call the commands the tests
+// exercise (suite with --group, --system and --out; suite merge with --out and --summary).
+func TestWorkflowMatchesNightly(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", "nightly.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		Jobs map[string]struct {
+			Strategy struct {
+				Matrix struct {
+					Group  []string `yaml:"group"`
+					System []string `yaml:"system"`
+				} `yaml:"matrix"`
+			} `yaml:"strategy"`
+			Steps []struct {
+				Run string `yaml:"run"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(b, &wf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Find("nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := wf.Jobs["suite"].Strategy.Matrix
+	if !slices.Equal(m.Group, f.GroupNames()) || !slices.Equal(m.System, f.SystemNames()) {
+		t.Errorf("workflow matrix %v × %v, nightly suite %v × %v", m.Group, m.System, f.GroupNames(), f.SystemNames())
+	}
+	var runs string
+	for _, j := range wf.Jobs {
+		for _, s := range j.Steps {
+			runs += s.Run + "\n"
+		}
+	}
+	for _, want := range []string{`fencecheck suite nightly --group "$GROUP" --system "$SYSTEM" --out `,
+		`fencecheck suite merge parts/* --out nightly $baseline --summary "$GITHUB_STEP_SUMMARY"`} {
+		if !strings.Contains(runs, want) {
+			t.Errorf("the workflow no longer runs %q", want)
+		}
+	}
+}
+
+// TestMissingKafkaVersion: a system whose Kafka jars are not installed fails each of its cells,
+// the shared one and the one with its own cluster alike, with the command that fetches them;
+// the suite goes on to the next cell and exits as a harness error.
+func TestMissingKafkaVersion(t *testing.T) {
+	f, err := Parse("s.yaml", "", []byte(`name: missing
+budget: 1m
+duration: 3s
+scenarios: [steady, kill-leader]
+systems: [{cluster: local, kafka_version: 9.9.9, transaction_version: 1}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FENCECHECK_KAFKA_HOME", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	out := t.TempDir()
+	rep, err := Run(context.Background(), f, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExitCode != checker.ExitHarness || len(rep.Cells) != 2 {
+		t.Fatalf("exit %d, %d cells", rep.ExitCode, len(rep.Cells))
+	}
+	for _, c := range rep.Cells {
+		if c.Status != StatusRan || c.Verdict != checker.VerdictError || len(c.Runs) != 1 ||
+			!strings.Contains(strings.Join(c.Runs[0].Why, " "), "make kafka KAFKA_VERSION=9.9.9") || c.Repeat == "" {
+			t.Errorf("%s (%s cluster): %+v", c.Scenario, c.Cluster, c)
+		}
+	}
+}
+
+// TestBudgetSpent: no run starts once the budget is spent; the cells are "not run" with the
+// reason, and the suite is inconclusive (exit 2), its index written.
+func TestBudgetSpent(t *testing.T) {
+	f, err := Parse("s.yaml", "", []byte("name: short\nbudget: 1ns\nscenarios: [steady]\nsystems: [{cluster: embedded}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	rep, err := Run(context.Background(), f, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExitCode != 2 || rep.Stopped != "budget 1ns spent" || rep.Cells[0].Status != StatusNotRun || rep.Cells[0].Note != rep.Stopped {
+		t.Errorf("exit %d, stopped %q, cell %+v", rep.ExitCode, rep.Stopped, rep.Cells[0])
+	}
+	if b, err := os.ReadFile(filepath.Join(out, IndexFile)); err != nil || !strings.Contains(string(b), "Stopped early: budget 1ns spent") {
+		t.Errorf("index.html: %v", err)
+	}
+}
