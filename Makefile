@@ -43,7 +43,7 @@ soak: build
 ## regressions: measure every regression of docs/regressions.md: SEEDS seeds each (default 10)
 ## on the embedded cluster and on Apache Kafka 4.1.2 (KAFKA=0 skips Kafka; LOCK=FILE holds an
 ## flock on FILE around each Kafka run). Prints each run's verdict and time to the first
-## violation; the README's regression table comes from it. Takes about an hour with Kafka.
+## violation; the README's regression table comes from it.
 SEEDS ?= 10
 regressions: kafka
 	SEEDS=$(SEEDS) KAFKA=$(or $(KAFKA),1) LOCK=$(LOCK) GO=$(GO) sh mk/regressions.sh
