@@ -40,8 +40,8 @@ SOAK_ARGS ?=
 soak: build
 	./bin/fencecheck soak --cluster $(SOAK_CLUSTER) --runs $(SOAK_RUNS) $(SOAK_ARGS)
 
-## regressions: measure every regression of docs/regressions.md: SEEDS seeds each (default 10)
-## on the embedded cluster and on Apache Kafka 4.1.2 (KAFKA=0 skips Kafka; LOCK=FILE holds an
+## regressions: measure every regression of docs/regressions.md (SEEDS seeds of the races,
+## default 10) on the embedded cluster and on Apache Kafka 4.1.2 (KAFKA=0 skips Kafka; LOCK=FILE holds an
 ## flock on FILE around each Kafka run). Prints each run's verdict and time to the first
 ## violation; the README's regression table comes from it.
 SEEDS ?= 10

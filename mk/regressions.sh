@@ -6,7 +6,8 @@
 # the figures per regression. Runs on Apache Kafka take the machine's heavy-job lock, one run at
 # a time, when LOCK names a lock file (flock).
 #
-# Variables: SEEDS (default 10) seeds per regression and system; KAFKA=0 skips the runs on
+# Variables: SEEDS (default 10) seeds of the first-metadata race and tries of isolate-broker's
+# seed 224402 (late-produce runs seed 1 once per system); KAFKA=0 skips the runs on
 # Apache Kafka; OUT (default runs/regressions) the run directories; LOCK (default none).
 set -u
 SEEDS=${SEEDS:-10}
