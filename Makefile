@@ -14,7 +14,7 @@ ENGINE_HOST := $(shell $(ENGINE) host)
 # KEEP_ENGINE=1 leaves the engine running after `make test` (for a quicker next run).
 KEEP_ENGINE ?= 0
 
-.PHONY: all build test test-go test-long lint fuzz bench run selftest soak test-browser browser clean docker-engine docker-engine-stop images
+.PHONY: all build test test-go test-long lint fuzz bench run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
 
 all: build
 
@@ -41,6 +41,14 @@ SOAK_CLUSTER ?= embedded
 SOAK_ARGS ?=
 soak: build
 	./bin/fencecheck soak --cluster $(SOAK_CLUSTER) --runs $(SOAK_RUNS) $(SOAK_ARGS)
+
+## regressions: measure every regression of docs/regressions.md (SEEDS seeds of the races,
+## default 10) on the embedded cluster and on Apache Kafka 4.1.2 (KAFKA=0 skips Kafka; LOCK=FILE holds an
+## flock on FILE around each Kafka run). Prints each run's verdict and time to the first
+## violation; the README's regression table comes from it.
+SEEDS ?= 10
+regressions: kafka
+	SEEDS=$(SEEDS) KAFKA=$(or $(KAFKA),1) LOCK=$(LOCK) GO=$(GO) sh mk/regressions.sh
 
 ## lint: formatting and vet; fails on any gofmt difference. Then actionlint (a Go module, pinned,
 ## fetched by the Go toolchain) checks the CI workflows (.github/workflows: the nightly suite).

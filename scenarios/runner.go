@@ -525,14 +525,10 @@ func transportStart(name string) (workload.StartFunc, error) {
 	case !isMutant:
 		return nil, fmt.Errorf("transport %q: want real, mutant:NAME or exec:COMMAND", name)
 	}
-	known := false
-	for _, m := range mutant.List() {
-		known = known || m.Name == mname
-	}
-	if !known {
+	if !mutant.Known(mname) {
 		var names []string
-		for _, m := range mutant.List() {
-			names = append(names, "mutant:"+m.Name)
+		for _, n := range mutant.Names() {
+			names = append(names, "mutant:"+n)
 		}
 		return nil, fmt.Errorf("transport %q: no such mutant (mutants: %s)", name, strings.Join(names, ", "))
 	}

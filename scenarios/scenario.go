@@ -246,8 +246,50 @@ func Builtin(name string) (*Scenario, []byte, error) {
 	return s, b, err
 }
 
-// Find loads arg: a built-in scenario's name, or a YAML file's path.
+//go:embed regressions/*.yaml
+var regressions embed.FS
+
+// RegressionPrefix starts the name of a regression scenario: "regression/NAME" loads
+// regressions/NAME.yaml, embedded in the binary. Each shows one fencing bug of a system
+// fencecheck runs against, and says in its comments which systems it affects and the verdict
+// expected on each (docs/regressions.md).
+const RegressionPrefix = "regression/"
+
+// RegressionNames lists the regression scenarios, each with RegressionPrefix.
+func RegressionNames() []string {
+	entries, _ := fs.ReadDir(regressions, "regressions")
+	var out []string
+	for _, e := range entries {
+		out = append(out, RegressionPrefix+strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Regression returns the regression scenario name ("regression/NAME"), and its YAML text.
+func Regression(name string) (*Scenario, []byte, error) {
+	base, ok := strings.CutPrefix(name, RegressionPrefix)
+	var b []byte
+	err := fs.ErrNotExist
+	if ok && !strings.ContainsAny(base, "/.") {
+		b, err = regressions.ReadFile(path.Join("regressions", base+".yaml"))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: no regression %q (regressions: %s)", ErrScenario, name, strings.Join(RegressionNames(), ", "))
+	}
+	s, err := Parse(name+".yaml", b)
+	return s, b, err
+}
+
+// Find loads arg: a built-in scenario's name, a regression's ("regression/NAME"), or a YAML
+// file's path. An existing file wins over a regression of the same name.
 func Find(arg string) (*Scenario, error) {
+	if strings.HasPrefix(arg, RegressionPrefix) && !strings.HasSuffix(arg, ".yaml") {
+		if _, err := os.Stat(arg); err != nil {
+			s, _, err := Regression(arg)
+			return s, err
+		}
+	}
 	if !strings.ContainsAny(arg, "/.") {
 		s, _, err := Builtin(arg)
 		return s, err

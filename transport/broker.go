@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fencecheck/fencecheck/transport/internal/knobs"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -40,6 +41,8 @@ type BrokerTransport struct {
 	closed  bool
 	roles   map[Role]*roleState
 	closing sync.WaitGroup // producers being closed in the background
+	// noWarmUp: the producers this transport builds skip warmUp (the no-warm-up mutant only).
+	noWarmUp atomic.Bool
 }
 
 // roleState is this process's view of one role.
@@ -53,6 +56,12 @@ type holding struct {
 	token  FencingToken
 	client *kgo.Client
 	warm   map[string]bool // topics whose partitions this producer has loaded (see warmUp)
+	// noWarmUp skips warmUp: set only by the no-warm-up mutant (knobs.DisableWarmUp).
+	noWarmUp bool
+}
+
+func init() {
+	knobs.DisableWarmUp = func(tr any) { tr.(*BrokerTransport).noWarmUp.Store(true) }
 }
 
 // Start builds a transport against the cluster at cfg.Bootstrap. It validates cfg and opens

@@ -51,7 +51,7 @@ func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role Role) (FencingT
 		t.closeClient(cl)
 		return FencingToken{}, err
 	}
-	rs.held.Store(&holding{token: tok, client: cl, warm: map[string]bool{}})
+	rs.held.Store(&holding{token: tok, client: cl, warm: map[string]bool{}, noWarmUp: t.noWarmUp.Load()})
 	return tok, nil
 }
 
@@ -181,6 +181,9 @@ func (t *BrokerTransport) Register(ctx context.Context, role Role, member Member
 // sent) takes that first-metadata path instead, so the real records are partitioned only
 // once the topic's partitions are published. Its error is expected and ignored.
 func (h *holding) warmUp(ctx context.Context, recs []*kgo.Record) {
+	if h.noWarmUp {
+		return
+	}
 	for _, r := range recs {
 		if h.warm[r.Topic] {
 			continue

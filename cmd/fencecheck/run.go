@@ -217,8 +217,12 @@ func newScenariosCmd() *cobra.Command {
 		Short: "List the built-in scenarios with their descriptions",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
-			for _, name := range scenarios.Names() {
-				s, _, err := scenarios.Builtin(name)
+			for _, name := range append(scenarios.Names(), scenarios.RegressionNames()...) {
+				find := scenarios.Builtin
+				if strings.HasPrefix(name, scenarios.RegressionPrefix) {
+					find = scenarios.Regression
+				}
+				s, _, err := find(name)
 				if err != nil {
 					return harnessErr(err)
 				}
@@ -226,7 +230,7 @@ func newScenariosCmd() *cobra.Command {
 				if i := strings.Index(desc, ". "); i > 0 {
 					desc = desc[:i+1]
 				}
-				fmt.Fprintf(c.OutOrStdout(), "%-22s %-9s %s\n", name, s.Cluster.Kind, desc)
+				fmt.Fprintf(c.OutOrStdout(), "%-34s %-9s %s\n", name, s.Cluster.Kind, desc)
 			}
 			return nil
 		},

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/transport"
+	"github.com/fencecheck/fencecheck/transport/internal/knobs"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -135,6 +136,40 @@ var mutants = []mutant{
 	},
 }
 
+// regressionMutants are broken transports that exist to show a bug of a dependency that the
+// real transport works around (scenarios/regressions). They are not in selftest: what they
+// show is the dependency's bug, at the rate its race allows, not a promise the checker must
+// catch every time.
+var regressionMutants = []mutant{
+	{
+		name:       "no-warm-up",
+		summary:    "produces a new producer's first record to a topic without the warm-up, so franz-go v1.22.3's first-metadata race can acknowledge a record its EndTransaction then aborts (TV2) or never commits (TV1)",
+		guarantees: []string{"no-lost-write"},
+		scenario:   "regression/first-metadata-race",
+		build: func(_ context.Context, tr *transport.BrokerTransport) (*Transport, error) {
+			knobs.DisableWarmUp(tr)
+			return &Transport{BrokerTransport: tr}, nil
+		},
+	},
+}
+
+// Known reports whether name is a mutant Start can build: one of List's, or one made for a
+// regression.
+func Known(name string) bool {
+	return slices.ContainsFunc(allMutants(), func(m mutant) bool { return m.name == name })
+}
+
+// Names lists every mutant Start can build, those of List and those made for regressions.
+func Names() []string {
+	var out []string
+	for _, m := range allMutants() {
+		out = append(out, m.name)
+	}
+	return out
+}
+
+func allMutants() []mutant { return slices.Concat(mutants, regressionMutants) }
+
 // describeWindow is how long describe-token's read-back comes after its mint: a slow link's
 // round trip. A competitor that mints within it hands its token to this member. With no delay
 // the race needs two mints of one role within about half a millisecond, which a 12 s steady
@@ -242,19 +277,16 @@ func (m *Transport) Close(ctx context.Context) error {
 
 // Start starts the mutant name on cfg.
 func Start(ctx context.Context, name string, cfg transport.Config) (*Transport, error) {
-	i := slices.IndexFunc(mutants, func(m mutant) bool { return m.name == name })
+	all := allMutants()
+	i := slices.IndexFunc(all, func(m mutant) bool { return m.name == name })
 	if i < 0 {
-		var names []string
-		for _, m := range mutants {
-			names = append(names, m.name)
-		}
-		return nil, fmt.Errorf("no mutant %q (mutants: %s)", name, strings.Join(names, ", "))
+		return nil, fmt.Errorf("no mutant %q (mutants: %s)", name, strings.Join(Names(), ", "))
 	}
 	tr, err := transport.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	m, err := mutants[i].build(ctx, tr)
+	m, err := all[i].build(ctx, tr)
 	if err != nil {
 		tr.Close(ctx)
 		return nil, err
