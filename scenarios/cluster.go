@@ -38,7 +38,7 @@ type ClusterSpec struct {
 	TransactionVersion int `json:"transaction_version,omitempty" yaml:"transaction_version,omitempty"`
 	// KafkaImage and ToxiproxyImage select the containers cluster's images. Default
 	// fencecheck/kafka:<kafka_version> (built by `make images`) and toxiproxy in this process;
-	// with an ordinary Docker setup, e.g. apache/kafka:4.1.2 and ghcr.io/shopify/toxiproxy:2.5.0.
+	// with an ordinary Docker setup, e.g. apache/kafka:4.1.2 and ghcr.io/shopify/toxiproxy:2.12.0.
 	KafkaImage     string `json:"kafka_image,omitempty" yaml:"kafka_image,omitempty"`
 	ToxiproxyImage string `json:"toxiproxy_image,omitempty" yaml:"toxiproxy_image,omitempty"`
 	// Bootstrap and ToxiproxyAPI describe an external cluster.

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -29,6 +30,39 @@ func TestFDModel(t *testing.T) {
 			}
 		})
 	}
+	// Measured with conn links (FENCECHECK_SCALE=300x1,300x60x5 FENCECHECK_SCALE_LINKS=conn
+	// FENCECHECK_SCALE_DURATION=20s): the client's socket and kfake's, no proxy.
+	conn := fdModel{brokers: 3, perConn: 2}
+	for _, tc := range []struct {
+		name                               string
+		processes, roles, members, readers int
+		measured                           int
+	}{
+		{"conn links, 300 processes × 1 role (300 members), 30 readers", 300, 1, 300, 30, 4291 - 10},
+		{"conn links, 300 processes, 60 roles of 5 members, 30 readers", 300, 60, 5, 30, 5027 - 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, _ := Preset(PresetLow)
+			cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers = tc.processes, tc.roles, tc.members, tc.readers
+			procs, producers := conn.run(cfg)
+			est := procs + producers
+			t.Logf("estimate %d (%d + %d producers), measured %d", est, procs, producers, tc.measured)
+			if est < tc.measured || float64(est) > 1.3*float64(tc.measured) {
+				t.Fatalf("estimate %d (%d + %d producers), measured %d", est, procs, producers, tc.measured)
+			}
+		})
+	}
+	t.Run("conn links on the embedded cluster - two descriptors a connection, no listeners", func(t *testing.T) {
+		ctx := context.Background()
+		net, err := cluster.NewNetwork(ctx, cluster.NetworkOptions{ProcessLinks: cluster.LinkModeConn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer net.Close(ctx)
+		if got := newFDModel(cluster.Info{Kind: "embedded", Brokers: 3}, net); got.perConn != 2 || got.listeners != 0 {
+			t.Fatalf("model %+v", got)
+		}
+	})
 	t.Run("external links and brokers - one descriptor a connection", func(t *testing.T) {
 		if got := newFDModel(cluster.Info{Kind: "external", Brokers: 3}, nil); got.perConn != 1 || got.listeners != 0 {
 			t.Fatalf("model %+v", got)
@@ -51,6 +85,30 @@ func TestFileLimit(t *testing.T) {
 		err := m.check(cfg, info, 20000, 20)
 		if refused := errors.Is(err, ErrFileLimit); refused != tc.refused {
 			t.Errorf("%d processes: %v, want refused %v", tc.processes, err, tc.refused)
+		}
+	}
+}
+
+// TestFileLimitConnLinks: with conn links on the embedded cluster (two descriptors a
+// connection: the client's and kfake's), the dense fleet of 500 processes in 400 roles of 5
+// fits under 20,000 descriptors, and the fleet of 2,000 one-role processes is refused, naming
+// the numbers.
+func TestFileLimitConnLinks(t *testing.T) {
+	info := cluster.Info{Kind: "embedded", Brokers: 3}
+	m := fdModel{brokers: 3, perConn: 2}
+	cfg, _ := Preset(PresetLow)
+	cfg.Roles, cfg.MembersPerRole = 400, 5
+	for _, tc := range []struct {
+		processes int
+		refused   bool
+	}{{500, false}, {2000, true}} {
+		cfg.Processes, cfg.Readers = tc.processes, tc.processes/10
+		err := m.check(cfg, info, 20000, 20)
+		if refused := errors.Is(err, ErrFileLimit); refused != tc.refused {
+			t.Errorf("%d processes: %v, want refused %v", tc.processes, err, tc.refused)
+		}
+		if err != nil {
+			t.Log(err)
 		}
 	}
 }
