@@ -96,14 +96,14 @@ func errLinkDown(network string) error {
 }
 
 // dial connects to the broker and wraps the connection in the link's toxics.
-func (l *connLink) dial(ctx context.Context, d *net.Dialer, network string) (net.Conn, error) {
+func (l *connLink) dial(ctx context.Context, dial DialFunc, network string) (net.Conn, error) {
 	l.mu.Lock()
 	down := l.down
 	l.mu.Unlock()
 	if down {
 		return nil, errLinkDown(network)
 	}
-	raw, err := d.DialContext(ctx, network, l.upstream)
+	raw, err := dial(ctx, network, l.upstream)
 	if err != nil {
 		return nil, err
 	}

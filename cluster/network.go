@@ -50,6 +50,11 @@ type NetworkOptions struct {
 	// are proxies either way.
 	ProcessLinks LinkMode
 
+	// ConnDial, if set, makes LinkModeConn links' connections to brokers
+	// (upstream addresses) instead of a TCP dial; the embedded backend
+	// dials in-memory pipes to its brokers with it.
+	ConnDial DialFunc
+
 	// Logger receives link events at debug level. Default: discard.
 	Logger *slog.Logger
 }
@@ -154,6 +159,8 @@ type Network struct {
 
 	createMu sync.Mutex // serializes proxy creation (port choice, names)
 
+	connDial DialFunc // of conn links; nil: TCP
+
 	kafka kafkaFaults // Kafka-aware faults on the process links (kafkafault.go)
 
 	mu       sync.RWMutex
@@ -191,6 +198,7 @@ func NewNetwork(ctx context.Context, opts NetworkOptions) (*Network, error) {
 		return nil, &OptionError{Field: "ProcessLinks", Value: string(opts.ProcessLinks), Reason: err.Error()}
 	}
 	n.mode = mode
+	n.connDial = opts.ConnDial
 	n.portRange = ports.Default()
 	if opts.PortLow != 0 || opts.PortHigh != 0 {
 		if opts.PortLow <= 0 || opts.PortHigh <= opts.PortLow || opts.PortHigh > 65536 {
@@ -314,7 +322,11 @@ func (n *Network) Dialer(ctx context.Context, process int) (DialFunc, error) {
 			}
 		}
 		if l.conn != nil {
-			return l.conn.dial(ctx, d, network)
+			raw := n.connDial
+			if raw == nil {
+				raw = d.DialContext
+			}
+			return l.conn.dial(ctx, raw, network)
 		}
 		return d.DialContext(ctx, network, l.dialAddr(0))
 	}
