@@ -14,7 +14,7 @@ ENGINE_HOST := $(shell $(ENGINE) host)
 # KEEP_ENGINE=1 leaves the engine running after `make test` (for a quicker next run).
 KEEP_ENGINE ?= 0
 
-.PHONY: all build test test-go test-long lint fuzz bench run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
+.PHONY: all build test test-go test-long lint fuzz bench scale run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
 
 all: build
 
@@ -119,6 +119,18 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./transport/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=3x ./checker/...
+	$(GO) test -run '^$$' -bench BenchmarkLinkRoundTrip -count 3 ./cluster/
+
+## scale: the fleet shapes on the embedded cluster (not in make test): 2,000 processes of one
+## role each and 500 processes of four roles each, 400 roles of 5 members, conn links; then
+## 500 members on one role. Override with SCALE=..., SCALE_LINKS, SCALE_DURATION, SCALE_LEASE.
+SCALE ?= 2000x400x5,500x400x5,500x1
+SCALE_LINKS ?= conn
+SCALE_DURATION ?= 60s
+SCALE_LEASE ?= 12s
+scale:
+	FENCECHECK_SCALE=$(SCALE) FENCECHECK_SCALE_LINKS=$(SCALE_LINKS) FENCECHECK_SCALE_DURATION=$(SCALE_DURATION) \
+	FENCECHECK_SCALE_LEASE=$(SCALE_LEASE) $(GO) test ./workload -run '^TestScale$$' -v -timeout 60m
 
 clean:
 	rm -rf bin

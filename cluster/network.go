@@ -44,6 +44,18 @@ type NetworkOptions struct {
 	// an outgoing connection before the link comes back.
 	PortLow, PortHigh int
 
+	// ProcessLinks says how process links are built: LinkModeProxy (a
+	// toxiproxy proxy per link, the default and the reference) or
+	// LinkModeConn (toxiproxy's toxic engine inside each process's own
+	// connections: no listener, no upstream socket). Admin and peer links
+	// are proxies either way.
+	ProcessLinks LinkMode
+
+	// ConnDial, if set, makes LinkModeConn links' connections to brokers
+	// (upstream addresses) instead of a TCP dial; the embedded backend
+	// dials in-memory pipes to its brokers with it.
+	ConnDial DialFunc
+
 	// Logger receives link events at debug level. Default: discard.
 	Logger *slog.Logger
 }
@@ -142,10 +154,13 @@ type Network struct {
 	listenHost string
 	dialHost   string // replaces an unspecified listen host when dialing
 	prefix     string
+	mode       LinkMode // of process links
 	portRange  ports.Range
 	log        *slog.Logger
 
 	createMu sync.Mutex // serializes proxy creation (port choice, names)
+
+	connDial DialFunc // of conn links; nil: TCP
 
 	kafka kafkaFaults // Kafka-aware faults on the process links (kafkafault.go)
 	tls   *tls.Config // set by SetTLS: process links speak TLS to the brokers
@@ -180,6 +195,12 @@ func NewNetwork(ctx context.Context, opts NetworkOptions) (*Network, error) {
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
+	mode, err := ParseLinkMode(string(opts.ProcessLinks))
+	if err != nil {
+		return nil, &OptionError{Field: "ProcessLinks", Value: string(opts.ProcessLinks), Reason: err.Error()}
+	}
+	n.mode = mode
+	n.connDial = opts.ConnDial
 	n.portRange = ports.Default()
 	if opts.PortLow != 0 || opts.PortHigh != 0 {
 		if opts.PortLow <= 0 || opts.PortHigh <= opts.PortLow || opts.PortHigh > 65536 {
@@ -226,6 +247,9 @@ func NewNetwork(ctx context.Context, opts NetworkOptions) (*Network, error) {
 	}
 	return n, nil
 }
+
+// ProcessLinkMode says how process links are built.
+func (n *Network) ProcessLinkMode() LinkMode { return n.mode }
 
 // External reports whether the links live on an external toxiproxy server.
 func (n *Network) External() bool { return n.inproc == nil }
@@ -299,7 +323,17 @@ func (n *Network) Dialer(ctx context.Context, process int) (DialFunc, error) {
 				return nil, err
 			}
 		}
-		conn, err := d.DialContext(ctx, network, l.dialAddr(0))
+		var conn net.Conn
+		var err error
+		if l.conn != nil {
+			raw := n.connDial
+			if raw == nil {
+				raw = d.DialContext
+			}
+			conn, err = l.conn.dial(ctx, raw, network)
+		} else {
+			conn, err = d.DialContext(ctx, network, l.dialAddr(0))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -309,8 +343,9 @@ func (n *Network) Dialer(ctx context.Context, process int) (DialFunc, error) {
 		if conf == nil {
 			return conn, nil
 		}
-		// TLS runs end to end, client to broker: the proxy carries the TLS bytes unchanged,
-		// and the Kafka-aware faults below see the plaintext frames inside it.
+		// TLS runs end to end, client to broker: the link (a proxy, or the toxics inside the
+		// connection) carries the TLS bytes unchanged, and the Kafka-aware faults above it see
+		// the plaintext frames inside it.
 		return tlsClient(ctx, conn, conf, host)
 	}
 	// Every connection is seen as Kafka frames, so Kafka-aware faults act in the client's
@@ -364,6 +399,9 @@ func (n *Network) processLink(ctx context.Context, process int, id int32) (*Link
 	}
 	if !ok {
 		return nil, fmt.Errorf("link %s→%s: %w", ProcessName(process), BrokerName(id), ErrUnknownBroker)
+	}
+	if n.mode == LinkModeConn {
+		return n.addConnLink(process, id, t.upstream)
 	}
 	return n.AddLink(ctx, LinkSpec{
 		Kind: LinkProcess, Process: process, Broker: id,
@@ -437,6 +475,30 @@ func (n *Network) AddLink(ctx context.Context, spec LinkSpec) (*Link, error) {
 	}
 	n.mu.Unlock()
 	n.log.Debug("link created", "link", l.name, "proxies", l.proxies)
+	return l, nil
+}
+
+// addConnLink creates the LinkModeConn link process→broker, or returns the
+// existing one.
+func (n *Network) addConnLink(process int, broker int32, upstream string) (*Link, error) {
+	l := &Link{n: n, kind: LinkProcess, process: process, broker: broker,
+		name: ProcessName(process) + "→" + BrokerName(broker),
+		id:   ProcessName(process) + "-" + BrokerName(broker)}
+	l.conn = newConnLink(l.id, upstream)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, ErrClosed
+	}
+	if existing := n.links[l.id]; existing != nil {
+		return existing, nil
+	}
+	n.links[l.id] = l
+	if n.byProc[process] == nil {
+		n.byProc[process] = make(map[int32]*Link)
+	}
+	n.byProc[process][broker] = l
+	n.log.Debug("link created", "link", l.name, "mode", LinkModeConn)
 	return l, nil
 }
 
@@ -531,8 +593,9 @@ func (n *Network) HealAll(ctx context.Context) error {
 	if n.inproc != nil {
 		// One call: the in-process server holds only our proxies.
 		errs = append(errs, n.api.do(ctx, http.MethodPost, "/reset", nil, nil, http.StatusNoContent))
-	} else {
-		for _, l := range n.Links() {
+	}
+	for _, l := range n.Links() {
+		if l.conn != nil || n.inproc == nil {
 			errs = append(errs, l.Heal(ctx))
 		}
 	}
@@ -557,6 +620,11 @@ func (n *Network) Close(ctx context.Context) error {
 		links = append(links, l)
 	}
 	n.mu.Unlock()
+	for _, l := range links {
+		if l.conn != nil {
+			l.conn.close()
+		}
+	}
 	if n.inproc != nil {
 		n.inproc.close()
 		return nil
@@ -593,6 +661,7 @@ type Link struct {
 	from    int32
 	broker  int32
 	proxies []ProxyInfo
+	conn    *connLink // a LinkModeConn link: no proxies
 }
 
 // Name is the human-readable name: "p3→b1", "admin→b1", "b1→b2".
@@ -614,7 +683,16 @@ func (l *Link) From() int32 { return l.from }
 // Broker is the broker the link leads to.
 func (l *Link) Broker() int32 { return l.broker }
 
-// Proxies returns the link's toxiproxy proxies.
+// Mode is LinkModeConn for a link inside its process's connections,
+// LinkModeProxy for one of toxiproxy proxies.
+func (l *Link) Mode() LinkMode {
+	if l.conn != nil {
+		return LinkModeConn
+	}
+	return LinkModeProxy
+}
+
+// Proxies returns the link's toxiproxy proxies (none for a LinkModeConn link).
 func (l *Link) Proxies() []ProxyInfo { return append([]ProxyInfo(nil), l.proxies...) }
 
 // String is Name.
@@ -633,6 +711,10 @@ func (l *Link) dialAddr(i int) string {
 }
 
 func (l *Link) each(ctx context.Context, what string, fn func(ctx context.Context, proxy string) error) error {
+	if l.conn != nil {
+		l.n.log.Debug("link "+what, "link", l.name)
+		return nil
+	}
 	var errs []error
 	for _, p := range l.proxies {
 		if err := fn(ctx, p.Name); err != nil {
@@ -646,21 +728,30 @@ func (l *Link) each(ctx context.Context, what string, fn func(ctx context.Contex
 	return nil
 }
 
-// Disable takes the link down: its listeners close, so connecting is
-// refused, and its open connections are closed. (For a black hole, where
-// connecting succeeds and nothing passes, add a "timeout" toxic with timeout
-// 0 instead.)
+// Disable takes the link down: its listeners close (a conn link refuses its
+// process's dials), so connecting is refused, and its open connections are
+// closed. (For a black hole, where connecting succeeds and nothing passes,
+// add a "timeout" toxic with timeout 0 instead.)
 func (l *Link) Disable(ctx context.Context) error {
+	if l.conn != nil {
+		l.conn.setDown(true)
+	}
 	return l.each(ctx, "disable", func(ctx context.Context, p string) error { return l.n.api.setEnabled(ctx, p, false) })
 }
 
 // Enable brings the link back up on the same addresses.
 func (l *Link) Enable(ctx context.Context) error {
+	if l.conn != nil {
+		l.conn.setDown(false)
+	}
 	return l.each(ctx, "enable", func(ctx context.Context, p string) error { return l.n.api.setEnabled(ctx, p, true) })
 }
 
 // Enabled reports whether every proxy of the link is up.
 func (l *Link) Enabled(ctx context.Context) (bool, error) {
+	if l.conn != nil {
+		return !l.conn.isDown(), nil
+	}
 	for _, p := range l.proxies {
 		pj, err := l.n.api.getProxy(ctx, p.Name)
 		if err != nil {
@@ -685,6 +776,13 @@ func (l *Link) AddToxic(ctx context.Context, t Toxic) error {
 	if t.Name == "" {
 		t.Name = t.Type + "_" + t.Stream
 	}
+	if l.conn != nil {
+		if err := l.conn.addToxic(t); err != nil {
+			return fmt.Errorf("link %s: add toxic %s: %w", l.name, t.Name, err)
+		}
+		l.n.log.Debug("link toxic added", "link", l.name, "toxic", t.Name, "type", t.Type)
+		return nil
+	}
 	for i, p := range l.proxies {
 		if err := l.n.api.addToxic(ctx, p.Name, t); err != nil {
 			for _, q := range l.proxies[:i] {
@@ -700,6 +798,11 @@ func (l *Link) AddToxic(ctx context.Context, t Toxic) error {
 // RemoveToxic removes the toxic named name from every proxy of the link; a
 // proxy without it is not an error.
 func (l *Link) RemoveToxic(ctx context.Context, name string) error {
+	if l.conn != nil {
+		if err := l.conn.removeToxic(ctx, name); err != nil {
+			return fmt.Errorf("remove toxic %s link %s: %w", name, l.name, err)
+		}
+	}
 	return l.each(ctx, "remove toxic "+name, func(ctx context.Context, p string) error {
 		err := l.n.api.removeToxic(ctx, p, name)
 		if isStatus(err, http.StatusNotFound) {
@@ -712,6 +815,9 @@ func (l *Link) RemoveToxic(ctx context.Context, name string) error {
 // Toxics returns the toxics of the link's first proxy (AddToxic keeps them
 // alike on all).
 func (l *Link) Toxics(ctx context.Context) ([]Toxic, error) {
+	if l.conn != nil {
+		return l.conn.toxics()
+	}
 	ts, err := l.n.api.toxics(ctx, l.proxies[0].Name)
 	if err != nil {
 		return nil, fmt.Errorf("link %s: %w", l.name, err)
@@ -721,6 +827,9 @@ func (l *Link) Toxics(ctx context.Context) ([]Toxic, error) {
 
 // Heal enables the link and removes all its toxics.
 func (l *Link) Heal(ctx context.Context) error {
+	if l.conn != nil {
+		l.conn.heal(ctx)
+	}
 	return l.each(ctx, "heal", func(ctx context.Context, p string) error {
 		if err := l.n.api.setEnabled(ctx, p, true); err != nil {
 			return err

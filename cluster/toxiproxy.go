@@ -14,14 +14,13 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/gorilla/mux"
 	"github.com/rs/zerolog"
 )
 
 // toxiAPI speaks toxiproxy's HTTP API. It is used for the in-process server as
 // well as an external one, so links behave the same whichever runs them.
 //
-// We do not use toxiproxy's own client package (v2.5.0): it takes no context,
+// We do not use toxiproxy's own client package (v2.12.0): it takes no context,
 // goes through http.DefaultClient without timeouts, and leaves response bodies
 // unclosed on most calls, which leaks a connection per call in a run that
 // toggles links thousands of times.
@@ -181,31 +180,15 @@ func startInProcessToxiproxy() (*inProcessToxiproxy, error) {
 	if zerolog.GlobalLevel() < zerolog.InfoLevel {
 		zerolog.SetGlobalLevel(zerolog.InfoLevel)
 	}
-	// toxiproxy v2.5.0 builds its router inside Listen, which also calls
-	// log.Fatal on error and cannot bind port 0 usefully; we route to its
-	// exported handlers ourselves.
-	r := mux.NewRouter()
-	r.HandleFunc("/reset", srv.ResetState).Methods("POST")
-	r.HandleFunc("/proxies", srv.ProxyIndex).Methods("GET")
-	r.HandleFunc("/proxies", srv.ProxyCreate).Methods("POST")
-	r.HandleFunc("/populate", srv.Populate).Methods("POST")
-	r.HandleFunc("/proxies/{proxy}", srv.ProxyShow).Methods("GET")
-	r.HandleFunc("/proxies/{proxy}", srv.ProxyUpdate).Methods("POST")
-	r.HandleFunc("/proxies/{proxy}", srv.ProxyDelete).Methods("DELETE")
-	r.HandleFunc("/proxies/{proxy}/toxics", srv.ToxicIndex).Methods("GET")
-	r.HandleFunc("/proxies/{proxy}/toxics", srv.ToxicCreate).Methods("POST")
-	r.HandleFunc("/proxies/{proxy}/toxics/{toxic}", srv.ToxicShow).Methods("GET")
-	r.HandleFunc("/proxies/{proxy}/toxics/{toxic}", srv.ToxicUpdate).Methods("POST")
-	r.HandleFunc("/proxies/{proxy}/toxics/{toxic}", srv.ToxicDelete).Methods("DELETE")
-	r.HandleFunc("/version", srv.Version).Methods("GET")
-
+	// Listen binds a fixed address; we serve toxiproxy's own routes on a listener of ours
+	// (a random loopback port).
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("toxiproxy API listener: %w", err)
 	}
 	p := &inProcessToxiproxy{
 		srv:  srv,
-		http: &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second},
+		http: &http.Server{Handler: srv.Routes(), ReadHeaderTimeout: 10 * time.Second},
 		ln:   ln,
 		done: make(chan struct{}),
 	}

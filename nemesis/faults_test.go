@@ -3,6 +3,7 @@ package nemesis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -23,7 +24,21 @@ import (
 // fails within the request timeout — and healing restore service. Every fixture ends with
 // HealAll and a check that no link is down, no toxic is left and every broker runs.
 
+// TestLinkFaults runs every link fault with both kinds of process link: toxiproxy proxies
+// (the reference) and toxiproxy's engine inside each process's connections.
 func TestLinkFaults(t *testing.T) {
+	for _, mode := range []cluster.LinkMode{cluster.LinkModeProxy, cluster.LinkModeConn} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			linkFaults(t, mode)
+		})
+	}
+}
+
+func linkFaults(t *testing.T, mode cluster.LinkMode) {
+	newFixture := func(t *testing.T, seed uint64, edit func(*nemesis.Env)) *fixture {
+		return newLinkFixture(t, mode, seed, edit)
+	}
 	t.Run("partition - p1 from all brokers, refused - p1 fails fast, p2 works, heal restores p1", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, 1, nil)
@@ -82,7 +97,7 @@ func TestLinkFaults(t *testing.T) {
 			if l == nil {
 				t.Fatalf("target %s is no link", target)
 			}
-			if err := dialProxies(l); err == nil {
+			if err := dialLink(f, l); err == nil {
 				t.Fatalf("link %s accepts connections while cut", target)
 			}
 		}
@@ -367,6 +382,33 @@ func listBrokersWithin(addr string, timeout time.Duration) func(context.Context)
 		_, err = kadm.NewClient(cl).ListBrokers(ctx)
 		return err
 	}
+}
+
+// dialLink connects over l, through its proxies or, for a link inside the process's
+// connections, through the process's dial function, and reports the first failure.
+func dialLink(f *fixture, l *cluster.Link) error {
+	if l.Mode() != cluster.LinkModeConn {
+		return dialProxies(l)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	dial, err := f.c.Links(ctx, l.Process())
+	if err != nil {
+		return err
+	}
+	bs, err := f.c.Brokers(ctx, cluster.RoleQuery{})
+	if err != nil {
+		return err
+	}
+	b, ok := cluster.Find(bs, l.Broker())
+	if !ok {
+		return fmt.Errorf("no broker %d", l.Broker())
+	}
+	c, err := dial(ctx, "tcp", b.Addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 // dialProxies connects to each proxy of l and reports the first failure.

@@ -64,9 +64,15 @@ func testLogger() *slog.Logger {
 // When the test ends, HealAll must succeed and leave the cluster clean.
 func newFixture(t *testing.T, seed uint64, edit func(*nemesis.Env)) *fixture {
 	t.Helper()
+	return newLinkFixture(t, cluster.LinkModeProxy, seed, edit)
+}
+
+// newLinkFixture is newFixture with process links built as mode says.
+func newLinkFixture(t *testing.T, mode cluster.LinkMode, seed uint64, edit func(*nemesis.Env)) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := embedded.New(ctx, embedded.Options{})
+	c, err := embedded.New(ctx, embedded.Options{Network: cluster.NetworkOptions{ProcessLinks: mode}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,12 +38,16 @@ type ClusterSpec struct {
 	TransactionVersion int `json:"transaction_version,omitempty" yaml:"transaction_version,omitempty"`
 	// KafkaImage and ToxiproxyImage select the containers cluster's images. Default
 	// fencecheck/kafka:<kafka_version> (built by `make images`) and toxiproxy in this process;
-	// with an ordinary Docker setup, e.g. apache/kafka:4.1.2 and ghcr.io/shopify/toxiproxy:2.5.0.
+	// with an ordinary Docker setup, e.g. apache/kafka:4.1.2 and ghcr.io/shopify/toxiproxy:2.12.0.
 	KafkaImage     string `json:"kafka_image,omitempty" yaml:"kafka_image,omitempty"`
 	ToxiproxyImage string `json:"toxiproxy_image,omitempty" yaml:"toxiproxy_image,omitempty"`
 	// Bootstrap and ToxiproxyAPI describe an external cluster.
 	Bootstrap    string `json:"bootstrap,omitempty" yaml:"bootstrap,omitempty"`
 	ToxiproxyAPI string `json:"toxiproxy_api,omitempty" yaml:"toxiproxy_api,omitempty"`
+	// Links is how the processes' links to brokers are built: "proxy" (a toxiproxy proxy per
+	// link, the default) or "conn" (toxiproxy's toxic engine inside each process's own
+	// connections: no listener and no extra socket per link; see docs/faults.md).
+	Links string `json:"links,omitempty" yaml:"links,omitempty"`
 	// BrokerCommands is the YAML file of an external cluster's broker commands (see
 	// external.Commands); without it an external cluster has no broker faults.
 	BrokerCommands string `json:"broker_commands,omitempty" yaml:"broker_commands,omitempty"`
@@ -95,6 +99,15 @@ func (c *ClusterSpec) validate() error {
 	if c.Kind != KindExternal && c.BrokerCommands != "" {
 		return fmt.Errorf("cluster.broker_commands: only an external cluster runs broker commands (kind is %s)", c.Kind)
 	}
+	mode, err := cluster.ParseLinkMode(c.Links)
+	if err != nil {
+		return fmt.Errorf("cluster.links: %w", err)
+	}
+	if mode == cluster.LinkModeConn && c.ToxiproxyImage != "" {
+		// Process links then dial brokers straight from this process, by addresses only the
+		// toxiproxy container may resolve.
+		return fmt.Errorf("cluster.links: conn needs toxiproxy in this process, not cluster.toxiproxy_image")
+	}
 	if c.Kind != KindContainers && (c.KafkaImage != "" || c.ToxiproxyImage != "") {
 		return fmt.Errorf("cluster.kafka_image, cluster.toxiproxy_image: only a containers cluster runs images (kind is %s)", c.Kind)
 	}
@@ -108,16 +121,20 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
+	links := cluster.LinkMode(spec.Links)
 	switch spec.Kind {
 	case KindEmbedded:
-		return embedded.New(ctx, embedded.Options{Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion, Logger: log})
+		return embedded.New(ctx, embedded.Options{Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion, Logger: log,
+			Network: cluster.NetworkOptions{ProcessLinks: links}})
 	case KindLocal:
 		return local.New(ctx, local.Options{Version: spec.KafkaVersion, Brokers: spec.Brokers,
-			TxnVersion: spec.TransactionVersion, LogsDir: logsDir, Logger: log, Security: spec.Security})
+			TxnVersion: spec.TransactionVersion, LogsDir: logsDir, Logger: log, Security: spec.Security,
+			Network: cluster.NetworkOptions{ProcessLinks: links}})
 	case KindContainers:
 		return containers.New(ctx, containers.Options{Version: spec.KafkaVersion, KafkaImage: spec.KafkaImage,
 			ToxiproxyImage: spec.ToxiproxyImage, Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion,
-			LogsDir: logsDir, Logger: log, Security: spec.Security})
+			LogsDir: logsDir, Logger: log, Security: spec.Security,
+			Network: cluster.NetworkOptions{ProcessLinks: links}})
 	case KindExternal:
 		var bootstrap []string
 		for _, b := range strings.Split(spec.Bootstrap, ",") {
@@ -137,7 +154,7 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 			return nil, err
 		}
 		return external.New(ctx, external.Options{Bootstrap: bootstrap,
-			Network: cluster.NetworkOptions{Toxiproxy: spec.ToxiproxyAPI, Logger: log}, Logger: log,
+			Network: cluster.NetworkOptions{Toxiproxy: spec.ToxiproxyAPI, ProcessLinks: links, Logger: log}, Logger: log,
 			Commands: cmds, LogsDir: logsDir, Security: sec})
 	}
 	return nil, fmt.Errorf("cluster.kind %q: %w", spec.Kind, cluster.Unsupported(spec.Kind, "start", "unknown kind"))

@@ -42,6 +42,8 @@ func TestParseRejects(t *testing.T) {
 		{"bare-number lease names the line and the unit", base + "workload:\n  lease: 2\n", []string{"line 5", "with a unit"}},
 		{"bare-number fault interval names the line and the unit", base + "nemesis:\n  random:\n    interval: 8\n", []string{"line 6", "with a unit"}},
 		{"unknown cluster kind", base + "cluster:\n  kind: cloud\n", []string{"cluster.kind", "cloud"}},
+		{"unknown link mode", base + "cluster:\n  links: pipes\n", []string{"cluster.links", "pipes"}},
+		{"conn links with a toxiproxy container", base + "cluster:\n  kind: containers\n  links: conn\n  toxiproxy_image: t:1\n", []string{"cluster.links", "toxiproxy_image"}},
 		{"unknown fault in a script", base + "nemesis:\n  script:\n    - at 1s earthquake all for 2s\n", []string{"nemesis.script[0]", "earthquake"}},
 		{"a script step without for", base + "nemesis:\n  script:\n    - at 1s partition p1 from all\n", []string{"for"}},
 		{"unknown promise", base + "promises: [miracle]\n", []string{"promises[0]", "miracle"}},

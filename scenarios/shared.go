@@ -44,6 +44,7 @@ func RepeatCommand(arg string, s *Scenario, transport string) string {
 	add("--toxiproxy-image", s.Cluster.ToxiproxyImage, s.Cluster.ToxiproxyImage != "")
 	add("--bootstrap", s.Cluster.Bootstrap, s.Cluster.Bootstrap != "")
 	add("--toxiproxy-api", s.Cluster.ToxiproxyAPI, s.Cluster.ToxiproxyAPI != "")
+	add("--links", s.Cluster.Links, s.Cluster.Links != "")
 	add("--broker-commands", s.Cluster.BrokerCommands, s.Cluster.BrokerCommands != "")
 	// The mode only: an external cluster's credentials stay in the FENCECHECK_* variables.
 	add("--security", s.Cluster.Security, s.Cluster.Security != "")

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -29,6 +30,20 @@ func TestFDModel(t *testing.T) {
 			}
 		})
 	}
+	t.Run("conn links - none a connection on embedded (in-memory pipes), one on Kafka", func(t *testing.T) {
+		ctx := context.Background()
+		net, err := cluster.NewNetwork(ctx, cluster.NetworkOptions{ProcessLinks: cluster.LinkModeConn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer net.Close(ctx)
+		if got := newFDModel(cluster.Info{Kind: "embedded", Brokers: 3}, net); got.perConn != 0 || got.listeners != 0 {
+			t.Fatalf("embedded model %+v", got)
+		}
+		if got := newFDModel(cluster.Info{Kind: "local", Brokers: 3}, net); got.perConn != 1 || got.listeners != 0 {
+			t.Fatalf("local model %+v", got)
+		}
+	})
 	t.Run("external links and brokers - one descriptor a connection", func(t *testing.T) {
 		if got := newFDModel(cluster.Info{Kind: "external", Brokers: 3}, nil); got.perConn != 1 || got.listeners != 0 {
 			t.Fatalf("model %+v", got)
@@ -51,6 +66,31 @@ func TestFileLimit(t *testing.T) {
 		err := m.check(cfg, info, 20000, 20)
 		if refused := errors.Is(err, ErrFileLimit); refused != tc.refused {
 			t.Errorf("%d processes: %v, want refused %v", tc.processes, err, tc.refused)
+		}
+	}
+}
+
+// TestFileLimitConnLinks: with conn links, the fleet of 2,000 one-role processes in 400 roles
+// of 5 fits under 20,000 descriptors on the embedded cluster (in-memory pipes) and is refused,
+// naming the numbers, on local Kafka (a socket a connection); the dense fleet of 500 processes
+// fits on both.
+func TestFileLimitConnLinks(t *testing.T) {
+	cfg, _ := Preset(PresetLow)
+	cfg.Roles, cfg.MembersPerRole = 400, 5
+	for _, tc := range []struct {
+		kind      string
+		perConn   int
+		processes int
+		refused   bool
+	}{{"embedded", 0, 2000, false}, {"embedded", 0, 500, false}, {"local", 1, 2000, true}, {"local", 1, 500, false}} {
+		cfg.Processes, cfg.Readers = tc.processes, tc.processes/10
+		m := fdModel{brokers: 3, perConn: tc.perConn}
+		err := m.check(cfg, cluster.Info{Kind: tc.kind, Brokers: 3}, 20000, 20)
+		if refused := errors.Is(err, ErrFileLimit); refused != tc.refused {
+			t.Errorf("%d processes on %s: %v, want refused %v", tc.processes, tc.kind, err, tc.refused)
+		}
+		if err != nil {
+			t.Log(err)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
 	"github.com/fencecheck/fencecheck/workload"
 )
@@ -54,7 +55,12 @@ type run struct {
 
 func runWorkload(t testing.TB, cfg workload.Config, seed uint64, d time.Duration, during func(ctx context.Context, wl *workload.Workload, path string)) run {
 	t.Helper()
-	c := startCluster(t)
+	return runWorkloadOn(t, startCluster(t), cfg, seed, d, during)
+}
+
+// runWorkloadOn is runWorkload on c.
+func runWorkloadOn(t testing.TB, c cluster.Cluster, cfg workload.Config, seed uint64, d time.Duration, during func(ctx context.Context, wl *workload.Workload, path string)) run {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d+2*time.Minute)
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "history.jsonl")

@@ -14,41 +14,57 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/embedded"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/workload"
 )
 
-// TestScale runs the scale targets when FENCECHECK_SCALE lists them, e.g.
-// FENCECHECK_SCALE=300x1,100x5 (processes x roles). Every process is a member of every role
-// unless FENCECHECK_SCALE_MEMBERS caps the members per role; there is one reader per 10
-// processes. Each run lasts FENCECHECK_SCALE_DURATION (default 30s) on the low preset and
-// reports descriptors, memory, CPU, rates, renewal lateness and the held fraction; the
-// history must check valid.
+// TestScale runs the scale targets when FENCECHECK_SCALE lists them as PxR (processes x
+// roles, every process a member of every role unless FENCECHECK_SCALE_MEMBERS caps the members
+// per role) or PxRxM (M members per role, spread over the processes: 2000x400x5 is a fleet of
+// 2,000 processes of one role each, 500x400x5 one of 500 processes of four roles each), e.g.
+// FENCECHECK_SCALE=300x1,100x5. There is one reader per 10 processes. Each run lasts
+// FENCECHECK_SCALE_DURATION (default 30s) on the low preset, lease FENCECHECK_SCALE_LEASE
+// (default the preset's), process links FENCECHECK_SCALE_LINKS (proxy, the default, or conn),
+// and reports descriptors, memory, CPU, rates, history size, check time, renewal lateness and
+// the held fraction; the history must check valid, the held fraction be at least 0.8 and the
+// p99 renewal gap at most 1.1 renewal periods (Lease/3). `make scale` runs the fleet shapes.
 func TestScale(t *testing.T) {
 	spec := os.Getenv("FENCECHECK_SCALE")
 	if spec == "" {
 		t.Skip("set FENCECHECK_SCALE=300x1,100x5 to run the scale targets")
 	}
 	d := envDuration(t, "FENCECHECK_SCALE_DURATION", 30*time.Second)
+	lease := envDuration(t, "FENCECHECK_SCALE_LEASE", 0)
 	capMembers, _ := strconv.Atoi(os.Getenv("FENCECHECK_SCALE_MEMBERS"))
+	links, err := cluster.ParseLinkMode(os.Getenv("FENCECHECK_SCALE_LINKS"))
+	if err != nil {
+		t.Fatalf("FENCECHECK_SCALE_LINKS: %v", err)
+	}
 	for _, s := range strings.Split(spec, ",") {
-		var p, r int
-		if _, err := fmt.Sscanf(s, "%dx%d", &p, &r); err != nil {
-			t.Fatalf("FENCECHECK_SCALE: %q is not PxR", s)
+		var p, r, m int
+		if n, _ := fmt.Sscanf(s, "%dx%dx%d", &p, &r, &m); n < 2 || p < 1 || r < 1 {
+			t.Fatalf("FENCECHECK_SCALE: %q is not PxR or PxRxM", s)
 		}
 		t.Run(s, func(t *testing.T) {
 			cfg := preset(t, workload.PresetLow)
 			cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers = p, r, p, max(1, p/10)
-			if capMembers > 0 {
+			if m > 0 {
+				cfg.MembersPerRole = min(p, m)
+			} else if capMembers > 0 {
 				cfg.MembersPerRole = min(p, capMembers)
 			}
+			if lease > 0 {
+				cfg.Lease = units.Duration(lease)
+			}
 			cfg.RequestTimeout = units.Duration(10 * time.Second)
-			scaleRun(t, cfg, d)
+			scaleRun(t, cfg, d, links)
 		})
 	}
 }
 
-func scaleRun(t *testing.T, cfg workload.Config, d time.Duration) {
+func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, links cluster.LinkMode) {
 	fds0 := openFDs()
 	var peakFDs, peakRSS atomic.Int64
 	var cpu0 time.Duration
@@ -70,12 +86,19 @@ func scaleRun(t *testing.T, cfg workload.Config, d time.Duration) {
 		}
 	}
 	began := time.Now()
-	res := runWorkload(t, cfg, 1, d, during)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, err := embedded.New(ctx, embedded.Options{Network: cluster.NetworkOptions{ProcessLinks: links}})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	res := runWorkloadOn(t, c, cfg, 1, d, during)
 	cpu := cpuTime() - cpu0
 	wall := time.Since(began)
 	st := res.stats
-	t.Logf("%d processes × %d roles × %d members, %d readers, %v, GOMAXPROCS %d",
-		cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers, d, runtime.GOMAXPROCS(0))
+	t.Logf("%d processes × %d roles × %d members, %d readers, %v, lease %v, %s links, GOMAXPROCS %d",
+		cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers, d, cfg.Lease, links, runtime.GOMAXPROCS(0))
 	t.Logf("fds: %d before, peak %d: %.1f per process; peak RSS %d MiB; CPU %.1f cores over %v (incl. final reads)",
 		fds0, peakFDs.Load(), float64(peakFDs.Load()-int64(fds0))/float64(cfg.Processes), peakRSS.Load()>>10,
 		cpu.Seconds()/wall.Seconds(), wall.Round(time.Second))
@@ -83,12 +106,21 @@ func scaleRun(t *testing.T, cfg workload.Config, d time.Duration) {
 		st.Ops, st.OpsPerSecond, st.Kinds[history.KindWriteLease], st.Kinds[history.KindAcquire],
 		st.Kinds[history.KindRead], st.Kinds[history.KindDescribe], st.Handoffs, st.Fences, st.HeldFraction, st.MinHeldFraction)
 	gaps := renewalGaps(res.h)
+	period := cfg.Lease.D() / 3
 	if len(gaps) > 0 {
-		third := cfg.Lease.D() / 3
-		t.Logf("renewal gaps (target ≤ %v): p50 %v p99 %v max %v; over the lease: %d of %d",
-			third, pct(gaps, 50), pct(gaps, 99), gaps[len(gaps)-1], countOver(gaps, cfg.Lease.D()), len(gaps))
+		t.Logf("renewal gaps (period %v): p50 %v p99 %v max %v; over the lease: %d of %d",
+			period, pct(gaps, 50), pct(gaps, 99), gaps[len(gaps)-1], countOver(gaps, cfg.Lease.D()), len(gaps))
+		if p99 := pct(gaps, 99); p99 > period*11/10 {
+			t.Errorf("p99 renewal gap %v, want ≤ 1.1 × %v", p99, period)
+		}
 	}
+	var size int64
+	if fi, err := os.Stat(res.path); err == nil {
+		size = fi.Size()
+	}
+	checkStart := time.Now()
 	check(t, res.h)
+	t.Logf("history %d ops, %.1f MB; check took %v", len(res.h.Ops), float64(size)/1e6, time.Since(checkStart).Round(time.Millisecond))
 	if st.HeldFraction < 0.8 {
 		t.Errorf("held fraction %.3f, want ≥ 0.8", st.HeldFraction)
 	}

@@ -103,7 +103,7 @@ type Options struct {
 	KafkaImage string
 	// ToxiproxyImage, when set, runs the links' toxiproxy server in a
 	// container of this image (host networking, API on a free loopback
-	// port) instead of inside this process; e.g. fencecheck/toxiproxy:2.5.0.
+	// port) instead of inside this process; e.g. fencecheck/toxiproxy:2.12.0.
 	ToxiproxyImage string
 	// Brokers is the number of nodes, 1..9. Default 3.
 	Brokers int
@@ -383,7 +383,7 @@ func Leftovers(ctx context.Context) ([]string, error) {
 
 // ToxiproxyVersion is the version of the toxiproxy module in go.mod (a
 // test keeps them equal): the tag `make images` gives fencecheck/toxiproxy.
-const ToxiproxyVersion = "2.5.0"
+const ToxiproxyVersion = "2.12.0"
 
 // Session is the random id in this cluster's container names and labels.
 func (c *Cluster) Session() string { return c.run.session }

@@ -28,9 +28,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -96,7 +98,8 @@ type Cluster struct {
 	mu      sync.Mutex
 	closed  bool
 	brokers map[int32]*broker
-	byAddr  map[string]*broker // listener address → broker
+	byAddr  map[string]*broker           // listener address → broker
+	lns     map[string]*trackingListener // listener address → its current listener
 }
 
 type broker struct {
@@ -122,6 +125,7 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		log:     opts.Logger.With("cluster", Kind),
 		brokers: make(map[int32]*broker),
 		byAddr:  make(map[string]*broker),
+		lns:     make(map[string]*trackingListener),
 	}
 	defer func() {
 		if err != nil {
@@ -163,6 +167,11 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c.mu.Unlock()
 	c.controller = int32(len(addrs) - 1)
 
+	if opts.Network.ConnDial == nil {
+		// Both ends of a conn link's connection live in this process: an in-memory pipe
+		// (no file descriptor) to the broker's listener.
+		opts.Network.ConnDial = c.dialMemory
+	}
 	if c.net, err = cluster.NewNetwork(ctx, opts.Network); err != nil {
 		return nil, err
 	}
@@ -446,24 +455,98 @@ func (b *broker) takeConns() []*gatedConn {
 }
 
 // listen is kfake's ListenFn: it tracks each broker's connections so Kill can
-// close them and Pause can freeze them.
+// close them and Pause can freeze them. Its listeners also accept in-memory
+// connections (dialMemory).
 func (c *Cluster) listen(network, address string) (net.Listener, error) {
 	ln, err := net.Listen(network, address)
 	if err != nil {
 		return nil, err
 	}
-	return &trackingListener{Listener: ln, c: c}, nil
+	tl := &trackingListener{Listener: ln, c: c, accepted: make(chan accepted), pipes: make(chan net.Conn), done: make(chan struct{})}
+	go tl.acceptTCP()
+	c.mu.Lock()
+	c.lns[ln.Addr().String()] = tl
+	c.mu.Unlock()
+	return tl, nil
+}
+
+// dialMemory connects to the broker listening on addr over an in-memory pipe:
+// kfake serves it as any connection, and neither end holds a file descriptor.
+// A broker that does not listen (killed) refuses it.
+func (c *Cluster) dialMemory(ctx context.Context, network, addr string) (net.Conn, error) {
+	c.mu.Lock()
+	tl := c.lns[addr]
+	c.mu.Unlock()
+	refused := &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	if tl == nil {
+		return nil, refused
+	}
+	client, server := net.Pipe()
+	select {
+	case tl.pipes <- server:
+		return client, nil
+	case <-tl.done:
+		return nil, refused
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type accepted struct {
+	conn net.Conn
+	err  error
 }
 
 type trackingListener struct {
 	net.Listener
-	c *Cluster
+	c        *Cluster
+	accepted chan accepted // from the TCP listener
+	pipes    chan net.Conn // server ends of dialMemory's pipes
+	done     chan struct{}
+	once     sync.Once
+}
+
+// acceptTCP hands the TCP listener's connections to Accept until it closes.
+func (l *trackingListener) acceptTCP() {
+	for {
+		conn, err := l.Listener.Accept()
+		select {
+		case l.accepted <- accepted{conn, err}:
+		case <-l.done:
+			if conn != nil {
+				conn.Close()
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (l *trackingListener) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		l.c.mu.Lock()
+		if l.c.lns[l.Addr().String()] == l {
+			delete(l.c.lns, l.Addr().String())
+		}
+		l.c.mu.Unlock()
+	})
+	return l.Listener.Close()
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
-	conn, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	var conn net.Conn
+	select {
+	case a := <-l.accepted:
+		if a.err != nil {
+			return nil, a.err
+		}
+		conn = a.conn
+	case conn = <-l.pipes:
+	case <-l.done:
+		return nil, net.ErrClosed
 	}
 	c := l.c
 	c.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -76,4 +77,44 @@ func TestUnknownBroker(t *testing.T) {
 	if err := c.Kill(context.Background(), 7); !errors.Is(err, cluster.ErrUnknownBroker) {
 		t.Fatalf("Kill(7) = %v, want ErrUnknownBroker", err)
 	}
+}
+
+// TestConnLinksInMemory: with conn links, a process's connections to brokers are in-memory
+// pipes (no file descriptor at either end), and the backend's faults act on them as on TCP.
+func TestConnLinksInMemory(t *testing.T) {
+	c := start(t, embedded.Options{Network: cluster.NetworkOptions{ProcessLinks: cluster.LinkModeConn}})
+	t.Run("no file descriptors", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		dial, err := c.Links(ctx, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := c.Brokers(ctx, cluster.RoleQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := openFDs(t)
+		for range 20 {
+			conn, err := dial(ctx, "tcp", bs[0].Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+		}
+		if after := openFDs(t); after > before {
+			t.Fatalf("20 connections over conn links opened %d file descriptors", after-before)
+		}
+	})
+	t.Run("link cut - p1 fails, p2 works, p1 recovers", func(t *testing.T) { clustertest.LinkCut(t, c) })
+	t.Run("pause leader - produce fails, resume - succeeds", func(t *testing.T) { clustertest.PauseLeader(t, c) })
+	t.Run("kill coordinator - new producer commits", func(t *testing.T) { clustertest.KillCoordinator(t, c) })
+}
+
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	return len(ents)
 }

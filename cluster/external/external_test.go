@@ -43,8 +43,8 @@ func toxiproxyServer(t *testing.T) string {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	go srv.Listen("127.0.0.1", strconv.Itoa(port))
 	addr := "127.0.0.1:" + strconv.Itoa(port)
+	go func() { _ = srv.Listen(addr) }()
 	if _, err := clustertest.Eventually(5*time.Second, func() error {
 		resp, err := http.Get("http://" + addr + "/version")
 		if err == nil {
@@ -54,7 +54,7 @@ func toxiproxyServer(t *testing.T) string {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = srv.Collection.Clear() })
+	t.Cleanup(func() { _ = srv.Collection.Clear(); _ = srv.Shutdown() })
 	return addr
 }
 

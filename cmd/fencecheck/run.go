@@ -34,6 +34,7 @@ type runFlags struct {
 	bootstrap, toxiproxyAPI    string
 	brokerCommands             string
 	security                   string
+	links                      string
 }
 
 func newRun() *cobra.Command {
@@ -115,6 +116,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.StringVar(&f.toxiImage, "toxiproxy-image", "", "run a containers cluster's toxiproxy in this image (default: in this process; e.g. fencecheck/toxiproxy:"+scenarios.ToxiproxyVersion+")")
 	fl.StringVar(&f.bootstrap, "bootstrap", "", "seed brokers of an external cluster, host:port[,host:port...]")
 	fl.StringVar(&f.toxiproxyAPI, "toxiproxy-api", "", "toxiproxy API of an external cluster's links, host:port (default: toxiproxy in this process)")
+	fl.StringVar(&f.links, "links", "", "how processes' links to brokers are built: proxy (toxiproxy proxies) or conn (toxics inside each process's connections, no extra file descriptors) (default: the scenario's, proxy)")
 	fl.StringVar(&f.brokerCommands, "broker-commands", "", "YAML file of an external cluster's broker commands (kill, pause, resume, restart, isolate, unisolate, health; see docs/external.md)")
 	fl.StringVar(&f.security, "security", "", "secure the client listener: "+strings.Join(scenarios.SecurityModes, ", ")+" (local and containers make their certificates and credentials; external takes them from FENCECHECK_* variables, see docs/security.md)")
 	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
@@ -153,6 +155,9 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 	}
 	if set("toxiproxy-api") {
 		s.Cluster.ToxiproxyAPI = f.toxiproxyAPI
+	}
+	if set("links") {
+		s.Cluster.Links = f.links
 	}
 	if set("broker-commands") {
 		s.Cluster.BrokerCommands = f.brokerCommands

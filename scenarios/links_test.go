@@ -1,0 +1,76 @@
+package scenarios_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/scenarios"
+)
+
+// TestLinkModesAgree runs the same scenarios, with the same seed, once with toxiproxy proxies
+// as process links (the reference) and once with the toxic engine inside each process's
+// connections, and requires the same verdicts: valid, every guarantee and promised coverage
+// alike. fault-took-hold is the fault's effect: the nemesis saw each fault take hold on its
+// links (a probe refused, cut or held within the probe timeout) and the service recover after
+// the heal. All four runs go at once: about one scenario's duration.
+func TestLinkModesAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs scenarios for their full duration")
+	}
+	const seed = 5
+	names := []string{"holder-partition", "flapping"}
+	modes := []cluster.LinkMode{cluster.LinkModeProxy, cluster.LinkModeConn}
+	type run struct {
+		out *scenarios.Outcome
+		err error
+	}
+	runs := make(map[string]map[cluster.LinkMode]*run)
+	var wg sync.WaitGroup
+	for _, name := range names {
+		runs[name] = make(map[cluster.LinkMode]*run)
+		for _, mode := range modes {
+			s, _, err := scenarios.Builtin(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.UseCluster(scenarios.KindEmbedded)
+			s.Cluster.Links = string(mode)
+			r, root := &run{}, t.TempDir()
+			runs[name][mode] = r
+			wg.Go(func() {
+				r.out, r.err = scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed})
+			})
+		}
+	}
+	wg.Wait()
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			verdicts := make(map[cluster.LinkMode]map[string]checker.Verdict)
+			for _, mode := range modes {
+				r := runs[name][mode]
+				mustBeValid(t, name+" with "+string(mode)+" links", scenarios.KindEmbedded, seed, r.out, r.err)
+				v := make(map[string]checker.Verdict)
+				for _, c := range append(r.out.Results.Checks, r.out.Results.Coverage...) {
+					v[c.Name] = c.Verdict
+				}
+				verdicts[mode] = v
+				t.Logf("%s links: %d ops, %d faults, verdicts %v", mode, r.out.Results.History.Ops, r.out.Results.History.Faults, v)
+			}
+			ref, got := verdicts[cluster.LinkModeProxy], verdicts[cluster.LinkModeConn]
+			if len(ref) != len(got) {
+				t.Fatalf("checks differ: proxy %v, conn %v", ref, got)
+			}
+			for name, v := range ref {
+				if got[name] != v {
+					t.Errorf("%s: %s with proxy links, %s with conn links", name, v, got[name])
+				}
+			}
+			if _, ok := got["fault-took-hold"]; !ok {
+				t.Error("no fault-took-hold coverage: the fault's effect was not judged")
+			}
+		})
+	}
+}
