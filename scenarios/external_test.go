@@ -109,15 +109,7 @@ state_file: state.json
 // kills `fencecheck run` with SIGKILL while one broker is isolated, one paused and one killed,
 // and requires `fencecheck heal` to heal all three from the state file the run left.
 func TestScenariosExternalCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Kafka cluster")
-	}
-	if _, err := local.FindHome("", ""); err != nil {
-		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
-			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Kafka jars are missing: %v", err)
-		}
-		t.Skipf("local Kafka not installed (%v); run make kafka", err)
-	}
+	testenv.NeedKafka(t, "starts a Kafka cluster")
 	pc := startPosing(t)
 	bootstrap := strings.Join(pc.lc.Bootstrap(), ",")
 	for _, name := range []string{"holder-partition", "kill-coordinator", "pause-broker", "isolate-broker"} {

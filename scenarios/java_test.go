@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
@@ -17,22 +16,13 @@ import (
 // behind the exec protocol, one JVM per process: each must come out valid, every scripted
 // fault having taken hold, as the Go transport does in TestScenariosLocalKafka.
 func TestJavaAdapterScenariosLocalKafka(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Kafka clusters")
-	}
-	require := os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1"
-	if _, err := local.FindHome("", ""); err != nil {
-		if require {
-			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Kafka jars are missing: %v", err)
-		}
-		t.Skipf("local Kafka not installed (%v); run make kafka", err)
-	}
+	testenv.NeedKafka(t, "starts Kafka clusters")
 	dir, err := filepath.Abs("../adapters/java")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "target", "classes")); err != nil {
-		if require {
+		if os.Getenv(testenv.EnvRequireKafka) == "1" {
 			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Java adapter is not built (make java-adapter): %v", err)
 		}
 		t.Skipf("the Java adapter is not built (make java-adapter): %v", err)

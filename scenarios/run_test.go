@@ -11,7 +11,6 @@ import (
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/containers"
-	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
@@ -89,15 +88,7 @@ func TestBuiltinScenariosEmbedded(t *testing.T) {
 
 // TestScenariosLocalKafka runs the scenarios that matter most against Apache Kafka.
 func TestScenariosLocalKafka(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Kafka clusters")
-	}
-	if _, err := local.FindHome("", ""); err != nil {
-		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
-			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Kafka jars are missing: %v", err)
-		}
-		t.Skipf("local Kafka not installed (%v); run make kafka", err)
-	}
+	testenv.NeedKafka(t, "starts Kafka clusters")
 	// One cluster for the three, which saves two cluster starts: holder-partition and
 	// zombie-holder fault only their own links and members (scenarios.SharesCluster), and
 	// kill-coordinator, which changes the cluster under any later run, comes last.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster/local"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
@@ -21,15 +22,7 @@ import (
 // variables naming files, and then greps every file of the run directory for the password
 // and for the key material of the brokers and the client.
 func TestSecuredRunLeaksNoSecret(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Kafka cluster")
-	}
-	if _, err := local.FindHome("", ""); err != nil {
-		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
-			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Kafka jars are missing: %v", err)
-		}
-		t.Skipf("local Kafka not installed (%v); run make kafka", err)
-	}
+	testenv.NeedKafka(t, "starts a Kafka cluster")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	lc, err := local.New(ctx, local.Options{Brokers: 1, Security: scenarios.SecuritySASLSSL, LogsDir: t.TempDir()})
@@ -119,15 +112,7 @@ func TestSecuredRunLeaksNoSecret(t *testing.T) {
 // role) never hold their role, every acquire of theirs fails, and the other members still
 // hand the roles over among themselves; the run is valid.
 func TestUnauthorizedMemberNeverHolds(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Kafka cluster")
-	}
-	if _, err := local.FindHome("", ""); err != nil {
-		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
-			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Kafka jars are missing: %v", err)
-		}
-		t.Skipf("local Kafka not installed (%v); run make kafka", err)
-	}
+	testenv.NeedKafka(t, "starts a Kafka cluster")
 	s, _, err := scenarios.Builtin("steady")
 	if err != nil {
 		t.Fatal(err)

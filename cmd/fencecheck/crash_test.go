@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster/containers"
 	"github.com/fencecheck/fencecheck/cluster/local"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 )
 
 // killNineScenario is the run the crash tests kill: one broker and a light fault-free load, so
@@ -38,15 +39,7 @@ duration: 5m
 // `fencecheck check` judges, and what the run left (its cluster folder, any JVM) is removed by
 // ReapOrphans, which the next local cluster start runs first.
 func TestKillNineLocal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Kafka JVM")
-	}
-	if _, err := local.FindHome("", ""); err != nil {
-		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
-			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1: %v", err)
-		}
-		t.Skip(err)
-	}
+	testenv.NeedKafka(t, "starts a Kafka JVM")
 	killNine(t, "local", "", func(ctx context.Context) ([]string, error) { return local.ReapOrphans(ctx) })
 }
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/cluster/local"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 )
 
 // suiteJSON is what the tests read of suite.json.
@@ -325,15 +325,7 @@ cells:
 // transport (invalid) and holder-partition with the real one, both on one cluster started once
 // and shared; exit 1, and index and JUnit point at the failing cell.
 func TestSuiteLocalKafka(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Kafka cluster")
-	}
-	if _, err := local.FindHome("", ""); err != nil {
-		if os.Getenv("FENCECHECK_REQUIRE_KAFKA") == "1" {
-			t.Fatalf("FENCECHECK_REQUIRE_KAFKA=1 and the Kafka jars are missing: %v", err)
-		}
-		t.Skipf("local Kafka not installed (%v); run make kafka", err)
-	}
+	testenv.NeedKafka(t, "starts a Kafka cluster")
 	bin := buildBinary(t)
 	file := writeSuite(t, `name: kafka
 budget: 10m
