@@ -149,7 +149,7 @@ func (t *BrokerTransport) clientOpts(seeds []string) []kgo.Opt {
 	}
 	dial := cfg.Dial
 	if s := cfg.Security; s != nil && s.TLS != nil {
-		dial = tlsDialer(dial, s.TLS)
+		dial = TLSDialer(dial, s.TLS)
 	}
 	if dial != nil {
 		opts = append(opts, kgo.Dialer(dial))
@@ -167,9 +167,11 @@ func (t *BrokerTransport) clientOpts(seeds []string) []kgo.Opt {
 	return opts
 }
 
-// tlsDialer wraps base (or a plain net.Dialer) in TLS. kgo.Dialer cannot be combined with
-// kgo.DialTLSConfig, so the transport does the handshake itself.
-func tlsDialer(base func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// TLSDialer wraps base (or a plain net.Dialer) in a TLS client handshake with conf, naming
+// the dialed host as the server unless conf names one; a failed handshake closes the
+// connection. The transport dials this way with Security.TLS (kgo.Dialer cannot be combined
+// with kgo.DialTLSConfig), and so do the clients of the conformance suite.
+func TLSDialer(base func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	if base == nil {
 		var d net.Dialer
 		base = d.DialContext

@@ -4,7 +4,6 @@ package transporttest
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -404,7 +403,7 @@ func (s *suite) raw(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics()}
 	dial := s.env.Dial
 	if sec := s.env.Security; sec != nil && sec.TLS != nil {
-		dial = tlsDial(dial, sec.TLS)
+		dial = transport.TLSDialer(dial, sec.TLS)
 	}
 	if dial != nil {
 		base = append(base, kgo.Dialer(dial))
@@ -425,31 +424,6 @@ func (s *suite) raw(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
-}
-
-// tlsDial wraps base (or a plain dialer) in a TLS client handshake, as the transport does
-// with Security.TLS.
-func tlsDial(base func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	if base == nil {
-		var d net.Dialer
-		base = d.DialContext
-	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := base(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		c := conf.Clone()
-		if c.ServerName == "" {
-			c.ServerName, _, _ = net.SplitHostPort(addr)
-		}
-		tc := tls.Client(conn, c)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		return tc, nil
-	}
 }
 
 func record(cfg transport.Config, role transport.Role, key, value []byte) *kgo.Record {
