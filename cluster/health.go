@@ -102,6 +102,10 @@ func healthyOnce(ctx context.Context, c Cluster, cl *kgo.Client) error {
 // BrokerMetadata answer from the client's cache, whose broker list is only as
 // new as kgo's last metadata refresh (up to MetadataMaxAge, 5 minutes): a
 // broker that joined after the client's first request stays missing.
+//
+// A request goes to kgo's next broker in turn, and one that is killed or paused behind a link
+// fails at once with an error kgo does not retry ("closed the connection immediately"): so a
+// failed request is tried again, up to metadataTries times, which moves on to other brokers.
 func freshMetadata(ctx context.Context, cl *kgo.Client, topics ...string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = []kmsg.MetadataRequestTopic{}
@@ -110,8 +114,20 @@ func freshMetadata(ctx context.Context, cl *kgo.Client, topics ...string) (*kmsg
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	return req.RequestWith(ctx, cl)
+	var err error
+	for range metadataTries {
+		var m *kmsg.MetadataResponse
+		if m, err = req.RequestWith(ctx, cl); err == nil || ctx.Err() != nil {
+			return m, err
+		}
+	}
+	return nil, err
 }
+
+// metadataTries bounds freshMetadata's tries. kgo cycles through the brokers it discovered and
+// then one seed, so with one broker down in a cluster of up to five, eight tries reach a live one
+// however the cycle starts.
+const metadataTries = 8
 
 // DescribeRoles fills in the roles of bs for the keys of q, plus the
 // controller, by asking the cluster through cl (fresh Metadata and

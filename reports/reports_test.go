@@ -264,3 +264,43 @@ func TestLinearNameOfAnEmptyRole(t *testing.T) {
 		t.Fatalf("LinearName(\"\") = %q, LinearName(\"_\") = %q", got, reports.LinearName("_"))
 	}
 }
+
+// TestNewDirConcurrent starts many runs at once under one root, as selftest and suite do from
+// one process: every one gets its own folder, and latest ends up pointing at one of them.
+func TestNewDirConcurrent(t *testing.T) {
+	root := t.TempDir()
+	const n = 64
+	errs := make(chan error, n)
+	dirs := make(chan reports.Dir, n)
+	start := make(chan struct{})
+	for i := range n {
+		go func() {
+			<-start
+			d, err := reports.NewDir(root, "unit", time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), uint64(i))
+			errs <- err
+			dirs <- d
+		}()
+	}
+	close(start)
+	seen := map[reports.Dir]bool{}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+		seen[<-dirs] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct run folders, want %d", len(seen), n)
+	}
+	target, err := filepath.EvalSymlinks(filepath.Join(root, "latest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !seen[reports.Dir(target)] {
+		t.Errorf("latest points at %s, not one of the runs", target)
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(root, ".latest-*"))
+	if len(leftovers) > 0 {
+		t.Errorf("temporary links left behind: %v", leftovers)
+	}
+}

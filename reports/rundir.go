@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -131,6 +132,9 @@ func NewDir(root, scenario string, started time.Time, seed uint64) (Dir, error) 
 	return d, nil
 }
 
+// latestSeq numbers pointLatest's temporary links.
+var latestSeq atomic.Uint64
+
 // pointLatest replaces root/latest with a relative symlink to path, atomically (a rename), so
 // a reader never sees it missing.
 func pointLatest(root, path string) error {
@@ -138,7 +142,9 @@ func pointLatest(root, path string) error {
 	if err != nil {
 		return fmt.Errorf("latest link: %w", err)
 	}
-	tmp := filepath.Join(root, fmt.Sprintf(".latest-%d", os.Getpid()))
+	// The temporary name is unique within the process too: runs started together by one
+	// process (selftest, suite) point the link at the same moment.
+	tmp := filepath.Join(root, fmt.Sprintf(".latest-%d-%d", os.Getpid(), latestSeq.Add(1)))
 	os.Remove(tmp)
 	if err := os.Symlink(rel, tmp); err != nil {
 		return fmt.Errorf("latest link: %w", err)
