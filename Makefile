@@ -14,7 +14,7 @@ ENGINE_HOST := $(shell $(ENGINE) host)
 # KEEP_ENGINE=1 leaves the engine running after `make test` (for a quicker next run).
 KEEP_ENGINE ?= 0
 
-.PHONY: all build test test-go test-long lint fuzz bench scale run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
+.PHONY: all build test test-go test-kafka-lane test-other-lane test-long lint fuzz bench scale run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
 
 all: build
 
@@ -65,19 +65,35 @@ lint:
 ## docker.io if missing; both need root), builds the images, and afterwards stops the engine and
 ## checks that nothing of it is left (KEEP_ENGINE=1 keeps it). With FENCECHECK_REQUIRE_KAFKA=1,
 ## FENCECHECK_REQUIRE_DOCKER=1 and FENCECHECK_REQUIRE_BROWSER=1 (set here) a missing install
-## fails instead of skipping, so make test runs every test CI runs. Packages run one at a time
-## (-p 1): scenario runs are timed in leases, and two packages starting JVMs and workloads at
-## once on 2 cores starve each other. Within a package, tests marked parallel run four at a time
-## (-parallel 4): the embedded scenario runs mostly wait on lease timers.
-test: lint kafka java-adapter browser
-	$(MAKE) test-go
-	$(GO) test -race -timeout 10m ./transport/...
-	$(MAKE) fuzz
+## fails instead of skipping, so make test runs every test CI runs.
+##
+## The tests run in two lanes at once. The Kafka lane (KAFKA_PKGS: the packages whose tests
+## start Kafka JVMs or containers) runs its packages one at a time (-p 1): scenario runs are
+## timed in leases, and two packages starting JVMs at once on 2 cores starve each other. The
+## other lane runs every other package, then the race detector and the fuzz targets; most of
+## the Kafka lane's time is spent waiting on lease timers and broker timeouts, which leaves the
+## CPU for it. Within a package, tests marked parallel run four at a time (-parallel 4): the
+## embedded scenario runs mostly wait on lease timers.
+KAFKA_PKGS := ./cluster/containers ./cluster/external ./cluster/local ./cmd/fencecheck ./nemesis ./scenarios
+MODULE := github.com/fencecheck/fencecheck
+REQUIRE := FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1
+GOTEST := $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT)
 
+test: lint kafka java-adapter browser
+	$(MAKE) -j2 test-kafka-lane test-other-lane TEST_OTHER_EXTRA=1
+
+## test-go: the Go tests of both lanes, without the race and fuzz runs.
 test-go:
-	KEEP_ENGINE=$(KEEP_ENGINE) docker/with-engine.sh sh -c '$(MAKE) images && \
-	  FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1 \
-	  $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT) ./...'
+	$(MAKE) -j2 test-kafka-lane test-other-lane
+
+test-kafka-lane:
+	KEEP_ENGINE=$(KEEP_ENGINE) docker/with-engine.sh sh -c '$(MAKE) images && $(REQUIRE) $(GOTEST) $(KAFKA_PKGS)'
+
+test-other-lane:
+	$(REQUIRE) $(GOTEST) $$($(GO) list ./... | grep -vxF $(foreach p,$(KAFKA_PKGS),-e $(MODULE)/$(p:./%=%)))
+	@if [ "$(TEST_OTHER_EXTRA)" = 1 ]; then \
+	  echo "$(GO) test -race -timeout 10m ./transport/..."; $(GO) test -race -timeout 10m ./transport/... && \
+	  $(MAKE) fuzz; fi
 
 ## test-long: make test's Go tests plus the long ones (internal/testenv.Long): each repeats at
 ## full length what make test covers more briefly, such as a scenario on a second backend.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -514,6 +515,11 @@ func transportStart(name string) (workload.StartFunc, error) {
 		argv, err := lineproto.SplitCommand(command)
 		if err != nil {
 			return nil, fmt.Errorf("transport %q: %w", name, err)
+		}
+		// Found now, before a cluster starts, rather than once per process when each fails.
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			return nil, fmt.Errorf("transport %q: adapter %s: %w (the Java reference adapter is built by make java-adapter)",
+				name, argv[0], errors.Unwrap(err))
 		}
 		return func(ctx context.Context, cfg transport.Config) (workload.Transport, error) {
 			t, err := lineproto.Start(ctx, argv, cfg)

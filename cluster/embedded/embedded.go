@@ -551,6 +551,17 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 	c := l.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// The select above may pick a connection after Close: when both are ready it chooses at
+	// random. Kill closes the listener (done) before it takes the broker's connections under
+	// c.mu, so checking done under c.mu here means a connection is either tracked before
+	// Kill takes them, and closed by it, or refused now; otherwise the removed broker would go
+	// on serving it.
+	select {
+	case <-l.done:
+		conn.Close()
+		return nil, net.ErrClosed
+	default:
+	}
 	b := c.brokerLocked(l.Addr().String())
 	gc := &gatedConn{Conn: conn, gate: b.gate, done: make(chan struct{})}
 	gc.untrack = func() {

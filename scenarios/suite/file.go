@@ -42,7 +42,8 @@ type File struct {
 	Duration scenarios.Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
 	// Repeats is how many times each cell runs, each with a fresh seed. Default 1.
 	Repeats int `json:"repeats,omitempty" yaml:"repeats,omitempty"`
-	// Transport is the transport under test for every cell: real (default) or mutant:NAME.
+	// Transport is the transport under test for every cell: real (default), mutant:NAME or
+	// exec:COMMAND. A system's or a cell exception's transport replaces it.
 	Transport string `json:"transport,omitempty" yaml:"transport,omitempty"`
 	// ReuseClusters: runs on one system share a cluster unless their scenario acts on brokers.
 	// Default true.
@@ -82,6 +83,10 @@ type System struct {
 	TransactionVersion int `json:"transaction_version,omitempty" yaml:"transaction_version,omitempty"`
 	// Brokers is the broker count (default: the scenario's).
 	Brokers int `json:"brokers,omitempty" yaml:"brokers,omitempty"`
+	// Transport is the transport under test on this system (default: the suite's), so one
+	// cluster can appear twice in the grid, once per transport: exec:COMMAND puts an adapter
+	// beside fencecheck's own transport (docs/exec-protocol.md).
+	Transport string `json:"transport,omitempty" yaml:"transport,omitempty"`
 }
 
 // Exception changes the cells it matches: those of Scenario (any, when empty) on System
@@ -234,6 +239,9 @@ func (f *File) validate() error {
 		if sys.Brokers < 0 || sys.Brokers > 9 {
 			return fmt.Errorf("%s.brokers: %d, want 1 to 9", field, sys.Brokers)
 		}
+		if err := checkTransport(sys.Transport); err != nil {
+			return fmt.Errorf("%s.transport: %w", field, err)
+		}
 		if sys.Name == "" {
 			sys.Name = sys.defaultName()
 		}
@@ -293,6 +301,12 @@ func checkTransport(t string) error {
 	if t == "" || t == "real" {
 		return nil
 	}
+	if command, ok := strings.CutPrefix(t, "exec:"); ok {
+		if strings.TrimSpace(command) == "" {
+			return fmt.Errorf("%q: exec: needs the adapter's command, e.g. exec:'fencecheck adapter'", t)
+		}
+		return nil
+	}
 	name, ok := strings.CutPrefix(t, "mutant:")
 	if ok {
 		for _, m := range scenarios.Mutants() {
@@ -301,7 +315,7 @@ func checkTransport(t string) error {
 			}
 		}
 	}
-	return fmt.Errorf("%q: want real or mutant:NAME (see fencecheck selftest --list)", t)
+	return fmt.Errorf("%q: want real, mutant:NAME (see fencecheck selftest --list) or exec:COMMAND", t)
 }
 
 // scenario loads arg: a built-in name, or a file relative to the suite file.

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -59,6 +60,9 @@ func (f *File) Plan(noReuse bool) ([]*plannedCell, error) {
 				ex := f.exception(s.Name, sys.Name)
 				c := &plannedCell{Cell: Cell{Group: g.Name, Scenario: s.Name, System: sys.Name, Status: StatusNotRun},
 					arg: f.scenarioArg(arg), s: s, repeats: f.Repeats, transport: f.Transport}
+				if sys.Transport != "" {
+					c.transport = sys.Transport
+				}
 				if ex.Repeats > 0 {
 					c.repeats = ex.Repeats
 				}
@@ -296,6 +300,12 @@ func runOne(ctx context.Context, c *plannedCell, shared cluster.Cluster, opts Op
 		Root: filepath.Join(opts.Out, RunsDir), Console: io.Discard, CheckTimeout: opts.CheckTimeout,
 		Transport: c.transport, Command: scenarios.RepeatCommand(c.arg, c.s, c.transport), Cluster: shared,
 	})
+	if errors.Is(err, scenarios.ErrScenario) {
+		// What the plan could not see, such as a system's adapter that is not built: this
+		// cell's error, and the suite goes on.
+		return CellRun{Verdict: checker.VerdictError, Why: []string{"error: " + err.Error()},
+			Command: scenarios.RepeatCommand(c.arg, c.s, c.transport)}, nil
+	}
 	if err != nil {
 		return CellRun{}, err
 	}

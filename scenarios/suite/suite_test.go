@@ -29,6 +29,8 @@ func TestBadSuiteFiles(t *testing.T) {
 		{"name: x\nbudget: 1h\nscenarios: [steady]\n" + systems + "cells: [{scenario: chaos, skip: no}]\n", "cells[0].scenario"},
 		{"name: x\nbudget: 1h\nscenarios: [steady]\n" + systems + "cells: [{system: kfake-tv9}]\n", "cells[0].system"},
 		{"name: x\nbudget: 1h\nscenarios: [steady]\n" + systems + "cells: [{system: kfake, transport: 'mutant:nope'}]\n", "cells[0].transport"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\nsystems: [{cluster: embedded, transport: 'exec: '}]\n", "systems[0].transport"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\nsystems: [{cluster: embedded, transport: fast}]\n", "systems[0].transport"},
 		{"name: x\nbudget: 1h\nrepeats: -1\nscenarios: [steady]\n" + systems, "repeats:"},
 		{"name: x\nbudget: 1h\ngroups: [{name: a, scenarios: [steady]}, {name: b, scenarios: [steady]}]\n" + systems, "groups[1].scenarios[0]: scenario steady is already in group a"},
 		{"name: x\nbudget: soon\nscenarios: [steady]\n" + systems, "soon"},
@@ -378,5 +380,43 @@ func TestBudgetSpent(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(out, IndexFile)); err != nil || !strings.Contains(string(b), "Stopped early: budget 1ns spent") {
 		t.Errorf("index.html: %v", err)
+	}
+}
+
+// TestSystemTransport: a system's transport is the one its cells run. One cluster kind appears
+// three times in the grid: with fencecheck's transport (valid), with a mutant (invalid), and with
+// an adapter that is not built, whose cell fails saying what builds it while the suite goes on.
+func TestSystemTransport(t *testing.T) {
+	f, err := Parse("s.yaml", "", []byte(`name: columns
+budget: 5m
+duration: 6s
+scenarios: [steady]
+systems:
+  - {name: go, cluster: embedded}
+  - {name: broken, cluster: embedded, transport: 'mutant:cached-producer'}
+  - {name: missing, cluster: embedded, transport: 'exec:./no-such-adapter --flag'}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), f, Options{Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]checker.Verdict{"go": checker.VerdictValid, "broken": checker.VerdictInvalid, "missing": checker.VerdictError}
+	for _, c := range rep.Cells {
+		if c.Verdict != want[c.System] {
+			t.Errorf("%s: verdict %s, want %s (%v)", c.System, c.Verdict, want[c.System], c.Runs)
+		}
+	}
+	missing := rep.Cells[len(rep.Cells)-1]
+	if missing.System != "missing" || len(missing.Runs) != 1 ||
+		!strings.Contains(strings.Join(missing.Runs[0].Why, " "), "no-such-adapter") ||
+		!strings.Contains(strings.Join(missing.Runs[0].Why, " "), "make java-adapter") ||
+		!strings.Contains(missing.Repeat, "--transport 'exec:./no-such-adapter --flag'") {
+		t.Errorf("missing adapter's cell: %+v", missing)
+	}
+	if rep.ExitCode != checker.ExitCode(checker.VerdictInvalid) {
+		t.Errorf("exit %d, want %d (invalid outranks a harness error)", rep.ExitCode, checker.ExitCode(checker.VerdictInvalid))
 	}
 }
