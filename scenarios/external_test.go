@@ -243,7 +243,9 @@ func crashMidFault(t *testing.T, pc *posingCluster, bootstrap string) {
 		t.Fatalf("after the crash: %v", err)
 	}
 
-	out, err := exec.CommandContext(ctx, bin, "heal", "--bootstrap", bootstrap, "--broker-commands", pc.commands).CombinedOutput()
+	heal := exec.CommandContext(ctx, bin, "heal", "--bootstrap", bootstrap, "--broker-commands", pc.commands)
+	heal.Env = append(os.Environ(), "TMPDIR="+t.TempDir()) // heal keeps its command output in a temporary folder
+	out, err := heal.CombinedOutput()
 	if err != nil {
 		t.Fatalf("fencecheck heal: %v\n%s", err, out)
 	}

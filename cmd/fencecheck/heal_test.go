@@ -35,6 +35,7 @@ func TestHealRunsLeftoverCommands(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("TMPDIR", t.TempDir()) // heal keeps its command output in a temporary folder
 	root := newRoot()
 	var out bytes.Buffer
 	root.SetOut(&out)
