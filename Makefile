@@ -14,7 +14,7 @@ ENGINE_HOST := $(shell $(ENGINE) host)
 # KEEP_ENGINE=1 leaves the engine running after `make test` (for a quicker next run).
 KEEP_ENGINE ?= 0
 
-.PHONY: all build test test-go test-kafka-lane test-other-lane test-long lint fuzz bench scale run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
+.PHONY: all build test test-go test-kafka-lane test-light-lane test-long lint fuzz bench scale run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
 
 all: build
 
@@ -67,31 +67,35 @@ lint:
 ## FENCECHECK_REQUIRE_DOCKER=1 and FENCECHECK_REQUIRE_BROWSER=1 (set here) a missing install
 ## fails instead of skipping, so make test runs every test CI runs.
 ##
-## The tests run in two lanes at once. The Kafka lane (KAFKA_PKGS: the packages whose tests
-## start Kafka JVMs or containers) runs its packages one at a time (-p 1): scenario runs are
-## timed in leases, and two packages starting JVMs at once on 2 cores starve each other. The
-## other lane runs every other package, then the race detector and the fuzz targets; most of
-## the Kafka lane's time is spent waiting on lease timers and broker timeouts, which leaves the
-## CPU for it. Within a package, tests marked parallel run four at a time (-parallel 4): the
-## embedded scenario runs mostly wait on lease timers.
-KAFKA_PKGS := ./cluster/containers ./cluster/external ./cluster/local ./cmd/fencecheck ./nemesis ./scenarios
+## The tests run in two lanes at once (internal/testenv: FENCECHECK_LANE). The Kafka lane runs
+## the tests that start Kafka JVMs or containers (those that call testenv.NeedKafka or
+## NeedDocker), one package at a time (-p 1): scenario runs are timed in leases, and two
+## packages starting JVMs at once on 2 cores starve each other. The light lane runs every other
+## test, then the race detector and the fuzz targets; the Kafka lane spends most of its time
+## waiting on lease timers and broker timeouts, which leaves it the CPU. Packages with both kinds
+## (KAFKA_PKGS minus KAFKA_ONLY_PKGS) run in both lanes, each lane skipping the other's tests.
+## Within a package, tests marked parallel run four at a time (-parallel 4): the embedded
+## scenario runs mostly wait on lease timers.
+KAFKA_ONLY_PKGS := ./cluster/containers ./cluster/external ./cluster/local
+KAFKA_PKGS := $(KAFKA_ONLY_PKGS) ./cmd/fencecheck ./nemesis ./scenarios
 MODULE := github.com/fencecheck/fencecheck
 REQUIRE := FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1
 GOTEST := $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT)
 
 test: lint kafka java-adapter browser
-	$(MAKE) -j2 test-kafka-lane test-other-lane TEST_OTHER_EXTRA=1
+	$(MAKE) -j2 test-kafka-lane test-light-lane TEST_LIGHT_EXTRA=1
 
 ## test-go: the Go tests of both lanes, without the race and fuzz runs.
 test-go:
-	$(MAKE) -j2 test-kafka-lane test-other-lane
+	$(MAKE) -j2 test-kafka-lane test-light-lane
 
 test-kafka-lane:
-	KEEP_ENGINE=$(KEEP_ENGINE) docker/with-engine.sh sh -c '$(MAKE) images && $(REQUIRE) $(GOTEST) $(KAFKA_PKGS)'
+	KEEP_ENGINE=$(KEEP_ENGINE) docker/with-engine.sh sh -c '$(MAKE) images && \
+	  FENCECHECK_LANE=kafka $(REQUIRE) $(GOTEST) $(KAFKA_PKGS)'
 
-test-other-lane:
-	$(REQUIRE) $(GOTEST) $$($(GO) list ./... | grep -vxF $(foreach p,$(KAFKA_PKGS),-e $(MODULE)/$(p:./%=%)))
-	@if [ "$(TEST_OTHER_EXTRA)" = 1 ]; then \
+test-light-lane:
+	FENCECHECK_LANE=light $(REQUIRE) $(GOTEST) $$($(GO) list ./... | grep -vxF $(foreach p,$(KAFKA_ONLY_PKGS),-e $(MODULE)/$(p:./%=%)))
+	@if [ "$(TEST_LIGHT_EXTRA)" = 1 ]; then \
 	  echo "$(GO) test -race -timeout 10m ./transport/..."; $(GO) test -race -timeout 10m ./transport/... && \
 	  $(MAKE) fuzz; fi
 

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/transport"
 )
@@ -27,6 +28,7 @@ import (
 // TestLinkFaults runs every link fault with both kinds of process link: toxiproxy proxies
 // (the reference) and toxiproxy's engine inside each process's connections.
 func TestLinkFaults(t *testing.T) {
+	testenv.Light(t)
 	for _, mode := range []cluster.LinkMode{cluster.LinkModeProxy, cluster.LinkModeConn} {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
@@ -185,6 +187,7 @@ func linkFaults(t *testing.T, mode cluster.LinkMode) {
 }
 
 func TestBrokerFaults(t *testing.T) {
+	testenv.Light(t)
 	t.Run("kill - the coordinator of a role - a client of that broker alone fails fast, restart restores", func(t *testing.T) {
 		t.Parallel()
 		killCoordinator(t, newFixture(t, 1, nil), "role-1", nil)
@@ -479,6 +482,7 @@ func (z *zombie) pausePoint() {
 }
 
 func TestMemberFaults(t *testing.T) {
+	testenv.Light(t)
 	t.Run("freeze - the holder past its lease - its writes stop, a newer holder fences it after the thaw", func(t *testing.T) {
 		t.Parallel()
 		z := &zombie{m: nemesis.Member{Process: 1, Role: "role-1", ID: "m1"}}

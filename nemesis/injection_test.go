@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
@@ -86,6 +87,7 @@ func newStubNemesis(t *testing.T) (*nemesis.Nemesis, *memRecorder, *[]string) {
 }
 
 func TestInjectionLifecycle(t *testing.T) {
+	testenv.Light(t)
 	ctx := context.Background()
 	t.Run("full lifecycle - window opens before inject, closes after recover, took hold", func(t *testing.T) {
 		n, rec, calls := newStubNemesis(t)

@@ -14,12 +14,10 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/local"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
-// envRequireKafka makes missing Kafka jars fail TestBrokerFaultsLocalKafka instead of
-// skipping it (`make test` sets it).
-const envRequireKafka = "FENCECHECK_REQUIRE_KAFKA"
 
 // localTiming: a real broker answers in milliseconds, but a call that hits a leader change
 // waits for metadata, and leadership moves ~10s after a broker dies (the controller fences it
@@ -134,12 +132,7 @@ func TestBrokerFaultsLocalKafka(t *testing.T) {
 // FENCECHECK_REQUIRE_KAFKA=1.
 func startLocalKafka(t *testing.T) *local.Cluster {
 	t.Helper()
-	if _, err := local.FindHome("", ""); err != nil {
-		if os.Getenv(envRequireKafka) == "1" {
-			t.Fatalf("%s=1 and the Kafka jars are missing: %v", envRequireKafka, err)
-		}
-		t.Skipf("local Kafka not installed (%v); set %s=1 to fail instead", err, envRequireKafka)
-	}
+	testenv.NeedKafka(t, "starts a Kafka cluster")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	began := time.Now()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
@@ -77,6 +78,7 @@ func (z *cappedZombie) pausePoint() {
 }
 
 func TestFreezeWindowIsWhatHappened(t *testing.T) {
+	testenv.Light(t)
 	t.Run("capped freeze - the window is the member's real freeze, not the time asked for", func(t *testing.T) {
 		t.Parallel()
 		start := time.Now()
@@ -135,6 +137,7 @@ func TestFreezeWindowIsWhatHappened(t *testing.T) {
 }
 
 func TestScriptedWindowsNameTheirSteps(t *testing.T) {
+	testenv.Light(t)
 	t.Parallel()
 	f := newFixture(t, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

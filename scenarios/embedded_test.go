@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
@@ -15,6 +16,7 @@ import (
 // `fencecheck run` does without --seed: the seed Run picks is the one in the stored repeat
 // command, and the harness log names every key once per line.
 func TestRunWithoutSeedEmbedded(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
@@ -37,6 +38,7 @@ func TestMain(m *testing.M) {
 // from every broker. With the seed TestBuiltinScenariosEmbedded runs them in-process, they
 // must come out valid too, every scripted fault having taken hold.
 func TestExecTransportEmbedded(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs scenarios")
 	}

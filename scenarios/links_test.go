@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
@@ -17,6 +18,7 @@ import (
 // links (a probe refused, cut or held within the probe timeout) and the service recover after
 // the heal. All four runs go at once: about one scenario's duration.
 func TestLinkModesAgree(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs scenarios for their full duration")
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
@@ -48,6 +49,7 @@ func TestRegressionsLoad(t *testing.T) {
 // TestLateProduceEmbedded runs regression/late-produce on kfake (TV2): every late Produce must
 // reach the broker and be refused with a stale-epoch error, and the run must be valid. 26 s.
 func TestLateProduceEmbedded(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a regression for its full duration")
 	}

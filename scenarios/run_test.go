@@ -3,14 +3,11 @@ package scenarios_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster"
-	"github.com/fencecheck/fencecheck/cluster/containers"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
@@ -58,6 +55,7 @@ func mustBeValid(t *testing.T, name, kind string, seed uint64, out *scenarios.Ou
 // another they cost CI six minutes of an idle machine, four at a time (go test's -parallel)
 // a minute and a half, all at once about as long as the longest scenario.
 func TestBuiltinScenariosEmbedded(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs every scenario for its full duration")
 	}
@@ -110,17 +108,7 @@ func TestScenariosLocalKafka(t *testing.T) {
 // coordinator kill) against Apache Kafka in containers (the project's engine and images:
 // make docker-engine images).
 func TestScenariosContainers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Kafka clusters")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := containers.Available(ctx); err != nil {
-		if os.Getenv("FENCECHECK_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("FENCECHECK_REQUIRE_DOCKER=1: %v", err)
-		}
-		t.Skip(err)
-	}
+	testenv.NeedDocker(t, "starts Kafka clusters")
 	// The containers backend's broker kill, pause and link cut are tested in its own package;
 	// here one scenario shows a whole run valid on it, and the long tests add a kill.
 	t.Run("holder-partition", func(t *testing.T) { runScenario(t, "holder-partition", scenarios.KindContainers, 11) })

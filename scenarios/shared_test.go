@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -44,6 +45,7 @@ func TestSharesCluster(t *testing.T) {
 // the cluster is still up after both (Run does not stop a cluster it did not start). A
 // scenario whose kind is not the cluster's is refused.
 func TestRunsOnSharedCluster(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs two scenarios")
 	}

@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/fencecheck/fencecheck/internal/testenv"
 )
 
 // TestSelftestThroughTheExecProtocol runs selftest's check of the real transport on
@@ -11,6 +13,7 @@ import (
 // process of the run): it must be valid in every scenario the mutants use, and the stored
 // repeat command must carry the quoted transport.
 func TestSelftestThroughTheExecProtocol(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario per mutant scenario")
 	}

@@ -46,18 +46,8 @@ func TestKillNineLocal(t *testing.T) {
 // TestKillNineContainers: the same on Kafka in containers, with the links' toxiproxy in a
 // container too, so the reaper must remove the broker's and the proxy's containers.
 func TestKillNineContainers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Kafka and toxiproxy containers")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	proxy := containers.ToxiproxyImageRepo + ":" + containers.ToxiproxyVersion
-	if err := containers.Available(ctx, containers.KafkaImageRepo+":"+containers.DefaultVersion, proxy); err != nil {
-		if os.Getenv("FENCECHECK_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("FENCECHECK_REQUIRE_DOCKER=1: %v", err)
-		}
-		t.Skip(err)
-	}
+	testenv.NeedDocker(t, "starts Kafka and toxiproxy containers", containers.KafkaImageRepo+":"+containers.DefaultVersion, proxy)
 	killNine(t, "containers", "  toxiproxy_image: "+proxy, containers.ReapOrphans)
 }
 

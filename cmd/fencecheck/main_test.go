@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster/containers"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/transport/mutant"
 )
 
@@ -106,6 +107,7 @@ func TestUsageErrors(t *testing.T) {
 // TestInterruptMidFault sends SIGINT while a partition is injected: the run must still heal,
 // read, check and report, exit 2 (inconclusive), and leave nothing running.
 func TestInterruptMidFault(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario")
 	}
@@ -200,6 +202,7 @@ func TestInterruptMidFault(t *testing.T) {
 // TestSelftest runs `fencecheck selftest` on the embedded cluster: it passes only if every
 // mutant transport is judged invalid on a guarantee it breaks and the real one valid.
 func TestSelftest(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario per transport")
 	}
@@ -263,17 +266,9 @@ func TestHarnessErrorWhenClusterCannotStart(t *testing.T) {
 // TestClusterUpContainersInterrupt brings a containers cluster up as a user would, interrupts
 // it with Ctrl-C (SIGINT), and requires a clean exit with none of its containers left.
 func TestClusterUpContainersInterrupt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Kafka container")
-	}
+	testenv.NeedDocker(t, "starts a Kafka container")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := containers.Available(ctx); err != nil {
-		if os.Getenv("FENCECHECK_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("FENCECHECK_REQUIRE_DOCKER=1: %v", err)
-		}
-		t.Skip(err)
-	}
 	before, err := containers.Leftovers(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/workload"
 )
 
@@ -22,6 +23,7 @@ import (
 // sequence of looks (what it read or described). Timing is the cluster's, so only the order and
 // the targets of the choices are compared, up to the shorter run's length.
 func TestRepeatCommandWithoutSeed(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario twice")
 	}

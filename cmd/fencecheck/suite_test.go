@@ -151,6 +151,7 @@ func checkFailingCell(t *testing.T, out, scenario, system string) {
 // directory, with the directory itself as baseline, marks the cell still failing and writes
 // the Markdown summary with the report's link.
 func TestSuiteEndToEnd(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs two short scenarios")
 	}
@@ -222,6 +223,7 @@ cells:
 // cell's run is kept, the second is healed, checked and listed as interrupted, the third is
 // not run, and index.html and junit.xml say so; exit 2.
 func TestSuiteInterrupt(t *testing.T) {
+	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs scenarios")
 	}
