@@ -18,7 +18,6 @@ import (
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
-
 // localTiming: a real broker answers in milliseconds, but a call that hits a leader change
 // waits for metadata, and leadership moves ~10s after a broker dies (the controller fences it
 // when its 9s session runs out).
