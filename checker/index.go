@@ -49,6 +49,10 @@ type roleData struct {
 	ops     []roleOp // in history order
 	members []memberKey
 	log     *logInfo // the role's lease log, once an operation names it
+	// On a cluster that hashes producer ids: the order of the role's producer ids (nil when
+	// it has one), or why their order is not established (see orderPIDs).
+	rot       *rotation
+	unordered string
 }
 
 type memberKey struct{ process, member string }
@@ -294,9 +298,12 @@ func newIndex(h *history.History, cfg *config) *index {
 				Explanation: fmt.Sprintf("Fault %d runs from %d to %d, outside the times a history may carry (0 to %d).", f.ID, f.Start, f.End, history.MaxTime)})
 		}
 	}
-	for role := range x.byRole {
+	for role, rd := range x.byRole {
 		x.roles = append(x.roles, role)
 		log(history.RoleLog(role))
+		if cfg.hashedPIDs {
+			rd.rot, rd.unordered = x.orderPIDs(rd)
+		}
 	}
 	for id := range x.logs {
 		x.logIDs = append(x.logIDs, id)

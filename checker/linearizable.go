@@ -46,6 +46,10 @@ type roleOutcome struct {
 //     Credit when the committed log shows it did not commit (or cannot tell).
 //   - describe ok: DescribeHeld or DescribeNone; otherwise none (describe changes nothing).
 //
+// On a cluster that hashes producer ids, a role whose producer id rotated gets keys
+// (rotation index, epoch) for tokens (docs/checker.md, "Producer-id rotation"); x.show(role)
+// maps them back for printing.
+//
 // The operations are built in buf, which the caller may reuse once porcupine is done with them.
 func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.Operation {
 	rd := x.byRole[role]
@@ -111,6 +115,7 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 				clientIDs[hist.Client] = client
 			}
 		}
+		tok, _ = rd.rot.key(tok) // every token of the role is in its rotation
 		inputs = append(inputs, model.Op{Kind: kind, Token: tok, Long: long, Hist: hist})
 		ops = append(ops, porcupine.Operation{ClientId: client, Input: &inputs[len(inputs)-1], Call: call, Return: ret})
 	}
@@ -225,24 +230,12 @@ func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
 	return out
 }
 
-// comparable reports whether the role's tokens can be ordered: on kfake ("hashed" producer
-// ids) a producer-id change is not comparable (docs/clusters.md, "embedded").
-func (x *index) comparable(ops []porcupine.Operation) (bool, string) {
-	if !x.cfg.hashedPIDs {
-		return true, ""
+// show returns how to print the role's model tokens: the real token each key stands for.
+func (x *index) show(role string) model.Show {
+	if rot := x.byRole[role].rot; rot != nil {
+		return rot.token
 	}
-	pid := int64(-1)
-	for _, o := range ops {
-		t := in(o).Token
-		if !t.Valid() {
-			continue
-		}
-		if pid >= 0 && t.ProducerID != pid {
-			return false, fmt.Sprintf("producer id changed from %d to %d (op %d) and this cluster hashes producer ids, so the tokens are not comparable", pid, t.ProducerID, in(o).Hist.ID)
-		}
-		pid = t.ProducerID
-	}
-	return true, ""
+	return nil
 }
 
 // checkModels searches every role with the strict model through a pool of cfg.workers, then
@@ -322,11 +315,11 @@ func (x *index) checkRole(role string, buf *searchBuf) (out roleOutcome) {
 		out.result = porcupine.Ok
 		return out
 	}
-	if ok, why := x.comparable(ops); !ok {
-		out.unknown = why
+	if why := x.byRole[role].unordered; why != "" {
+		out.unknown = why // the tokens cannot be ordered: no verdict is sound
 		return out
 	}
-	out.result = porcupine.CheckOperationsTimeout(model.New(false), prune(ops, buf), x.cfg.timeout)
+	out.result = porcupine.CheckOperationsTimeout(model.New(false, nil), prune(ops, buf), x.cfg.timeout)
 	if out.result == porcupine.Unknown {
 		out.unknown = fmt.Sprintf("porcupine timed out after %s", x.cfg.timeout)
 	}
@@ -347,7 +340,8 @@ func (x *index) explainRole(out *roleOutcome) {
 		}
 	}()
 	ops := x.modelOps(out.role, nil, true)
-	lenient := porcupine.CheckOperationsTimeout(model.New(true), ops, x.cfg.timeout)
+	show := x.show(out.role)
+	lenient := porcupine.CheckOperationsTimeout(model.New(true, show), ops, x.cfg.timeout)
 	var verbose porcupine.Model
 	switch lenient {
 	case porcupine.Unknown:
@@ -355,11 +349,11 @@ func (x *index) explainRole(out *roleOutcome) {
 		return
 	case porcupine.Ok:
 		out.spuriousOnly = true
-		verbose = model.New(false)
-		out.anomalies = spuriousFences(out.role, ops)
+		verbose = model.New(false, show)
+		out.anomalies = spuriousFences(out.role, ops, show)
 	default:
-		verbose = model.New(true)
-		out.anomalies = witnesses(out.role, ops)
+		verbose = model.New(true, show)
+		out.anomalies = witnesses(out.role, ops, show)
 	}
 	for i := range ops {
 		ops[i].Metadata = x.opMetadata(in(ops[i]))
@@ -371,7 +365,7 @@ func (x *index) explainRole(out *roleOutcome) {
 			guarantee = x.failingProjection(ops)
 		}
 		if res == porcupine.Illegal {
-			out.anomalies = append(out.anomalies, blockedAnomaly(guarantee, out.role, verbose, ops, info))
+			out.anomalies = append(out.anomalies, blockedAnomaly(guarantee, out.role, verbose, show, ops, info))
 		} else {
 			out.anomalies = append(out.anomalies, Anomaly{Guarantee: guarantee, Role: out.role,
 				Explanation: fmt.Sprintf("No order of role %s's operations is consistent with the coordinator model (the verbose search came out %s).", out.role, res)})
@@ -473,7 +467,7 @@ func (x *index) failingProjection(ops []porcupine.Operation) string {
 		}},
 	}
 	for _, p := range projections {
-		if porcupine.CheckOperationsTimeout(model.New(true), project(p.keep), x.cfg.timeout) == porcupine.Illegal {
+		if porcupine.CheckOperationsTimeout(model.New(true, nil), project(p.keep), x.cfg.timeout) == porcupine.Illegal {
 			return p.name
 		}
 	}
@@ -483,7 +477,7 @@ func (x *index) failingProjection(ops []porcupine.Operation) string {
 // blockedAnomaly explains an Illegal search from porcupine's longest partial linearization:
 // the operation that returned first among those it could not place is the one no order
 // explains.
-func blockedAnomaly(guarantee, role string, m porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) Anomaly {
+func blockedAnomaly(guarantee, role string, m porcupine.Model, show model.Show, ops []porcupine.Operation, info porcupine.LinearizationInfo) Anomaly {
 	var longest []porcupine.Operation
 	for _, part := range info.PartialLinearizationsOperations() {
 		for _, lin := range part {
@@ -511,7 +505,7 @@ func blockedAnomaly(guarantee, role string, m porcupine.Model, ops []porcupine.O
 	}
 	a.Ops = []int64{in(*blocked).Hist.ID}
 	a.Explanation = fmt.Sprintf("No order of role %s's operations explains %s: the longest consistent order places %d of %d operations and ends in state [%s].",
-		role, model.Describe(in(*blocked)), len(longest), len(ops), m.DescribeState(state))
+		role, model.Describe(in(*blocked), show), len(longest), len(ops), m.DescribeState(state))
 	return a
 }
 

@@ -48,7 +48,8 @@ func (x *index) opIDs(ops ...int32) []int64 {
 
 // checkLogTokenOrder: in every final log, records carry non-decreasing minted tokens in offset
 // order. A work partition may be shared by several roles, whose tokens do not compare: it is
-// checked role by role (the record's role, or its writer's).
+// checked role by role (the record's role, or its writer's). On a cluster that hashes producer
+// ids a role's tokens compare by its rotation (compareTokens).
 //
 // The order is that of the tokens the writers' operations ran under, and every committed
 // record's stamped token must equal its writer's: otherwise the log order, which trusts the
@@ -121,13 +122,16 @@ func (c *run) checkLogTokenOrder() {
 				}
 			}
 			m, ok := maxBy[key]
-			switch {
-			case !ok:
+			if !ok {
 				maxBy[key] = top{tok, p}
-			case x.cfg.hashedPIDs && tok.ProducerID != m.tok.ProducerID:
+				continue
+			}
+			c, known := x.compareTokens(cmp.Or(id.Role, key), tok, m.tok)
+			switch {
+			case !known:
 				notComparable++
 				maxBy[key] = top{tok, p}
-			case tok.Less(m.tok):
+			case c < 0:
 				newer := &final[m.p]
 				r.Anomalies = append(r.Anomalies, Anomaly{
 					Guarantee: LogTokenOrder, Role: cmp.Or(id.Role, key), Log: id.String(),
@@ -136,7 +140,7 @@ func (c *run) checkLogTokenOrder() {
 					Explanation: fmt.Sprintf("In the final log of %s, %s committed after %s: an older holder's record follows its successor's.",
 						id, describe(p, tok), describe(m.p, m.tok)),
 				})
-			case tok.Compare(m.tok) > 0:
+			case c > 0:
 				maxBy[key] = top{tok, p}
 			}
 		}
@@ -147,7 +151,7 @@ func (c *run) checkLogTokenOrder() {
 		r.Verdict = Worst(r.Verdict, VerdictInconclusive)
 	}
 	if notComparable > 0 {
-		r.Details["not_comparable"] = fmt.Sprintf("%d producer-id changes on a cluster that hashes producer ids", notComparable)
+		r.Details["not_comparable"] = fmt.Sprintf("%d producer-id changes that the checker could not order as rotations (the cluster hashes producer ids)", notComparable)
 		r.Verdict = Worst(r.Verdict, VerdictUnknown)
 	}
 }

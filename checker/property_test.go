@@ -102,3 +102,100 @@ func describe(r checker.Result) string {
 }
 
 var _ = history.FormatVersion
+
+// rotationConfigs simulate kfake's producer-id rotation: roles start 6 epochs before
+// exhaustion, so most rotate during the run, to a random producer id that sorts before the
+// old one about half the time. In "tv1-calm" every epoch bump is an acquire, so every
+// rotation is observed; under TV2 commits bump the epoch unseen, and with unknown outcomes
+// and timeouts so do aborts.
+func rotationConfigs() map[string]checkertest.Config {
+	calm := checkertest.DefaultConfig()
+	calm.TV, calm.Indeterminate, calm.Slow, calm.Faults, calm.Pauses = 1, 0, 0, 0, 0
+	calm.HashedPIDs, calm.FirstEpoch = true, 32760
+	tv2 := checkertest.DefaultConfig()
+	tv2.HashedPIDs, tv2.FirstEpoch = true, 32740
+	uncertain := tv2
+	uncertain.TV, uncertain.Indeterminate, uncertain.Slow, uncertain.FirstEpoch = 1, 0.2, 0.1, 32760
+	return map[string]checkertest.Config{"tv1-calm": calm, "tv2": tv2, "uncertain": uncertain}
+}
+
+// rotations counts the roles whose producer id changed, and of those the ones whose new
+// producer id is smaller.
+func rotations(h *history.History) (changed, smaller int) {
+	first := map[string]int64{}
+	last := map[string]int64{}
+	for _, op := range h.Ops {
+		if op.Kind == history.KindAcquire && op.Result.Token != nil {
+			if _, ok := first[op.Role]; !ok {
+				first[op.Role] = op.Result.Token.ProducerID
+			}
+			last[op.Role] = op.Result.Token.ProducerID
+		}
+	}
+	for role, pid := range first {
+		if last[role] != pid {
+			changed++
+			if last[role] < pid {
+				smaller++
+			}
+		}
+	}
+	return changed, smaller
+}
+
+// On a cluster that hashes producer ids, simulated rotations are never invalid; where every
+// rotation is observed they are valid, and a planted violation is still named.
+func TestPropertyRotationOnHashedProducerIDs(t *testing.T) {
+	for name, cfg := range rotationConfigs() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var changed, smaller, valid int
+			for seed := range uint64(propertySeeds) {
+				h := checkertest.Generate(cfg, rand.New(rand.NewPCG(seed, 3)))
+				c, s := rotations(h)
+				changed, smaller = changed+c, smaller+s
+				res, err := checker.Check(context.Background(), h, checker.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range res.Checks {
+					if c.Verdict == checker.VerdictInvalid || name == "tv1-calm" && c.Verdict != checker.VerdictValid {
+						t.Fatalf("seed %d: %s is %s: %s", seed, c.Name, c.Verdict, describe(c))
+					}
+				}
+				if res.Verdict == checker.VerdictValid {
+					valid++
+				}
+			}
+			t.Logf("%d rotations (%d to a smaller producer id); %d of %d runs valid", changed, smaller, valid, propertySeeds)
+			if smaller == 0 || smaller == changed {
+				t.Fatalf("%d rotations, %d to a smaller producer id: the simulation does not rotate as kfake does", changed, smaller)
+			}
+		})
+	}
+	cfg := rotationConfigs()["tv1-calm"]
+	for _, v := range checkertest.Violations {
+		t.Run("tv1-calm/"+v.String(), func(t *testing.T) {
+			t.Parallel()
+			planted := 0
+			for seed := range uint64(propertySeeds) {
+				rng := rand.New(rand.NewPCG(seed, 4))
+				h := checkertest.Generate(cfg, rng)
+				if !checkertest.Plant(h, v, rng) {
+					continue
+				}
+				planted++
+				res, err := checker.Check(context.Background(), h, checker.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c := res.Check(v.Guarantee()); c.Verdict != checker.VerdictInvalid {
+					t.Fatalf("seed %d: planted %s: %s is %s: %s", seed, v, c.Name, c.Verdict, describe(*c))
+				}
+			}
+			if planted < propertySeeds/2 {
+				t.Fatalf("only %d of %d histories had room for %s", planted, propertySeeds, v)
+			}
+		})
+	}
+}

@@ -38,7 +38,7 @@ func TestPruneKeepsTheVerdict(t *testing.T) {
 		x := newIndex(h, &c)
 		for _, role := range x.roles {
 			for _, lenient := range []bool{false, true} {
-				m := model.New(lenient)
+				m := model.New(lenient, nil)
 				full := x.modelOps(role, nil, false)
 				want := porcupine.CheckOperations(m, full)
 				small := prune(x.modelOps(role, nil, false), &searchBuf{})

@@ -14,7 +14,8 @@ import (
 // Witnesses are orderings that no linearization can repair: if operation a returned before b
 // was invoked, a precedes b in every linearization. Each witness below is therefore a sound
 // proof that the model rejects the role, and it names the operations precisely. They run only
-// on roles porcupine already rejected, to explain them.
+// on roles porcupine already rejected, to explain them. Tokens compare as the model's keys
+// and print through the role's model.Show.
 
 func filterOps(ops []porcupine.Operation, kinds ...model.Kind) []porcupine.Operation {
 	var out []porcupine.Operation
@@ -46,8 +47,11 @@ func bestBefore(sources, probes []porcupine.Operation, visit func(probe, best *p
 	}
 }
 
-func witnesses(role string, ops []porcupine.Operation) []Anomaly {
+// witnesses returns the anomalies the witnesses prove in the role's model operations, their
+// tokens printed through show.
+func witnesses(role string, ops []porcupine.Operation, show model.Show) []Anomaly {
 	var out []Anomaly
+	tok := func(o *porcupine.Operation) history.Token { return show.Apply(in(*o).Token) }
 	add := func(g string, explanation string, os ...*porcupine.Operation) {
 		a := Anomaly{Guarantee: g, Role: role, Log: history.RoleLog(role).String(), Explanation: explanation}
 		for _, o := range os {
@@ -63,7 +67,7 @@ func witnesses(role string, ops []porcupine.Operation) []Anomaly {
 		a := &acquires[i]
 		if prev, dup := byToken[in(*a).Token]; dup {
 			add(TokenMonotonic, fmt.Sprintf("Acquires op %d (%s) and op %d (%s) both returned token %s.",
-				in(*prev).Hist.ID, in(*prev).Hist.Member, in(*a).Hist.ID, in(*a).Hist.Member, in(*a).Token), prev, a)
+				in(*prev).Hist.ID, in(*prev).Hist.Member, in(*a).Hist.ID, in(*a).Hist.Member, tok(a)), prev, a)
 			continue
 		}
 		byToken[in(*a).Token] = a
@@ -71,7 +75,7 @@ func witnesses(role string, ops []porcupine.Operation) []Anomaly {
 	bestBefore(acquires, acquires, func(b, best *porcupine.Operation) {
 		if best != nil && in(*b).Token.Less(in(*best).Token) {
 			add(TokenMonotonic, fmt.Sprintf("Acquire op %d (%s) returned token %s, below token %s that acquire op %d (%s) returned before op %d was invoked.",
-				in(*b).Hist.ID, in(*b).Hist.Member, in(*b).Token, in(*best).Token, in(*best).Hist.ID, in(*best).Hist.Member, in(*b).Hist.ID), best, b)
+				in(*b).Hist.ID, in(*b).Hist.Member, tok(b), tok(best), in(*best).Hist.ID, in(*best).Hist.Member, in(*b).Hist.ID), best, b)
 		}
 	})
 
@@ -93,13 +97,13 @@ func witnesses(role string, ops []porcupine.Operation) []Anomaly {
 		switch f := firstFence[t]; {
 		case byToken[t] == nil:
 			add(FencedStaleWrite, fmt.Sprintf("%s op %d by %s under token %s %s, but no acquire of role %s returned that token.",
-				h.Kind, h.ID, h.Member, t, took, role), w)
+				h.Kind, h.ID, h.Member, tok(w), took, role), w)
 		case best != nil && t.Less(in(*best).Token):
 			add(FencedStaleWrite, fmt.Sprintf("%s op %d by %s under token %s %s although acquire op %d (%s) had returned the newer token %s before the write was invoked.",
-				h.Kind, h.ID, h.Member, t, took, in(*best).Hist.ID, in(*best).Hist.Member, in(*best).Token), best, w)
+				h.Kind, h.ID, h.Member, tok(w), took, in(*best).Hist.ID, in(*best).Hist.Member, tok(best)), best, w)
 		case f != nil && f.Return < w.Call:
 			add(FencedStaleWrite, fmt.Sprintf("%s op %d by %s under token %s %s after %s op %d under the same token had been fenced.",
-				h.Kind, h.ID, h.Member, t, took, in(*f).Hist.Kind, in(*f).Hist.ID), f, w)
+				h.Kind, h.ID, h.Member, tok(w), took, in(*f).Hist.Kind, in(*f).Hist.ID), f, w)
 		}
 	})
 
@@ -112,22 +116,22 @@ func witnesses(role string, ops []porcupine.Operation) []Anomaly {
 		case best == nil:
 		case in(*d).Kind == model.DescribeNone:
 			add(DescribeConsistent, fmt.Sprintf("Describe op %d reported no holder after acquire op %d (%s) had returned token %s.",
-				in(*d).Hist.ID, in(*best).Hist.ID, in(*best).Hist.Member, in(*best).Token), best, d)
+				in(*d).Hist.ID, in(*best).Hist.ID, in(*best).Hist.Member, tok(best)), best, d)
 		case in(*d).Token.Less(in(*best).Token):
 			add(DescribeConsistent, fmt.Sprintf("Describe op %d reported %s, below token %s that acquire op %d (%s) had returned before the describe was invoked.",
-				in(*d).Hist.ID, in(*d).Token, in(*best).Token, in(*best).Hist.ID, in(*best).Hist.Member), best, d)
+				in(*d).Hist.ID, tok(d), tok(best), in(*best).Hist.ID, in(*best).Hist.Member), best, d)
 		}
 	})
 	bestBefore(held, filterOps(ops, model.DescribeNone), func(d, best *porcupine.Operation) {
 		if best != nil {
 			add(DescribeConsistent, fmt.Sprintf("Describe op %d reported no holder after describe op %d had reported %s.",
-				in(*d).Hist.ID, in(*best).Hist.ID, in(*best).Token), best, d)
+				in(*d).Hist.ID, in(*best).Hist.ID, tok(best)), best, d)
 		}
 	})
 	bestBefore(held, acquires, func(a, best *porcupine.Operation) {
 		if best != nil && !in(*best).Token.Less(in(*a).Token) {
 			add(DescribeConsistent, fmt.Sprintf("Acquire op %d (%s) returned token %s, not above %s that describe op %d had reported before the acquire was invoked.",
-				in(*a).Hist.ID, in(*a).Hist.Member, in(*a).Token, in(*best).Token, in(*best).Hist.ID), best, a)
+				in(*a).Hist.ID, in(*a).Hist.Member, tok(a), tok(best), in(*best).Hist.ID), best, a)
 		}
 	})
 	return out
@@ -139,8 +143,8 @@ func witnesses(role string, ops []porcupine.Operation) []Anomaly {
 // newer token or a credit (unknown acquire, unresolved write) invoked by ret, or another fence
 // of t that is itself explained or stayed open for the lease. Of the unexplained fences of one
 // token only the first to return is reported: the others can follow it as fences of a deposed
-// holder.
-func spuriousFences(role string, ops []porcupine.Operation) []Anomaly {
+// holder. Tokens print through show.
+func spuriousFences(role string, ops []porcupine.Operation, show model.Show) []Anomaly {
 	fences := filterOps(ops, model.WriteFenced)
 	acquires := filterOps(ops, model.Acquire)
 	credits := filterOps(ops, model.Credit)
@@ -185,7 +189,7 @@ func spuriousFences(role string, ops []porcupine.Operation) []Anomaly {
 		out = append(out, Anomaly{
 			Guarantee: SpuriousFence, Role: role, Log: history.RoleLog(role).String(), Ops: []int64{h.ID},
 			Explanation: fmt.Sprintf("%s op %d by %s under token %s, the current holder, was fenced although no newer acquire, no operation of unknown outcome and no transaction open for the lease duration preceded it.",
-				h.Kind, h.ID, h.Member, f.Token),
+				h.Kind, h.ID, h.Member, show.Apply(f.Token)),
 		})
 	}
 	return out

@@ -42,6 +42,14 @@ type Config struct {
 	// frozen for twice the lease).
 	Faults int
 	Pauses int
+	// HashedPIDs gives producer ids as kfake does: a random one per role, and a random new
+	// one when the epoch is exhausted, which sorts before the old one about half the time
+	// (the header says producer_ids: hashed). Otherwise a rotation gives a greater one, as on
+	// Apache Kafka.
+	HashedPIDs bool
+	// FirstEpoch is the epoch of a role's first mint, as if earlier runs had bumped it: near
+	// 32,766 the roles rotate their producer ids during the run.
+	FirstEpoch int16
 }
 
 // DefaultConfig is a small run: 3 roles of 3 members, 60 operations each, TV2.
@@ -164,13 +172,18 @@ type sim struct {
 func newSim(cfg Config, rng *rand.Rand) *sim {
 	s := &sim{cfg: cfg, rng: rng, b: history.NewBuilder(cfg.Roles * (cfg.OpsPerRole + 1)), pauses: map[int]int64{}}
 	tvName := fmt.Sprintf("tv%d", cfg.TV)
-	s.add(&history.Event{Type: history.TypeHeader, Format: history.FormatVersion, Meta: &history.Meta{
-		Scenario: "simulated-" + tvName, Cluster: "simulation", TransactionVersion: cfg.TV, LeaseDuration: cfg.Lease,
-	}})
+	meta := &history.Meta{Scenario: "simulated-" + tvName, Cluster: "simulation", TransactionVersion: cfg.TV, LeaseDuration: cfg.Lease}
+	if cfg.HashedPIDs {
+		meta.ProducerIDs = history.ProducerIDsHashed
+	}
+	s.add(&history.Event{Type: history.TypeHeader, Format: history.FormatVersion, Meta: meta})
 	s.work = make([][]history.Record, cfg.WorkPartitions)
 	s.workOff = make([]int64, cfg.WorkPartitions)
 	for r := range cfg.Roles {
 		role := simRole{name: fmt.Sprintf("role-%d", r), pid: int64(1000 + r), epoch: -1}
+		if cfg.HashedPIDs {
+			role.pid = s.rng.Int64()
+		}
 		for m := range cfg.MembersPerRole {
 			id := len(s.members)
 			role.members = append(role.members, id)
@@ -313,10 +326,16 @@ func (s *sim) applyAbort(a abort) {
 }
 
 // bump advances the role's epoch; at exhaustion the producer id rotates to a larger one, as
-// on Kafka.
+// on Kafka, or to a random one, as on kfake.
 func (s *sim) bump(r *simRole) {
 	if r.epoch == math.MaxInt16-1 {
-		r.pid += 1 << 20
+		if s.cfg.HashedPIDs {
+			for old := r.pid; r.pid == old; {
+				r.pid = s.rng.Int64() // any id but the old one
+			}
+		} else {
+			r.pid += 1 << 20
+		}
 		r.epoch = 0
 		return
 	}
@@ -346,7 +365,7 @@ func (s *sim) execute(t task) {
 		m.holds = false
 		if effect {
 			if r.epoch < 0 {
-				r.epoch = 0
+				r.epoch = s.cfg.FirstEpoch
 			} else {
 				s.bump(r)
 			}

@@ -67,10 +67,14 @@ func Plant(h *history.History, v Violation, rng *rand.Rand) bool {
 
 // plantStaleWrite flips a write that was fenced because a newer acquire had returned before
 // it was invoked into an acknowledged one. Without such a write it adds one: the holder of an
-// older token writes, and is acknowledged, after a newer acquire returned.
+// older token writes, and is acknowledged, after a newer acquire returned. A token is older
+// than another when an acquire returned it before the other's acquire was invoked: real time
+// orders them on every cluster, even where a producer-id rotation makes the newer token sort
+// first.
 func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 	type acq struct {
 		tok    history.Token
+		inv    int64
 		ret    int64
 		member string
 		proc   string
@@ -80,8 +84,16 @@ func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 	for i := range h.Ops {
 		op := &h.Ops[i]
 		if op.Kind == history.KindAcquire && op.Type == history.TypeOK {
-			acquires[op.Role] = append(acquires[op.Role], acq{*op.Result.Token, op.Return, op.Member, op.Process, op.Client})
+			acquires[op.Role] = append(acquires[op.Role], acq{*op.Result.Token, op.Invoke, op.Return, op.Member, op.Process, op.Client})
 		}
+	}
+	older := func(role string, t history.Token, newer acq) bool {
+		for _, a := range acquires[role] {
+			if a.tok == t && a.ret < newer.inv {
+				return true
+			}
+		}
+		return false
 	}
 	var stale []int
 	for i := range h.Ops {
@@ -90,7 +102,7 @@ func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 			continue
 		}
 		for _, a := range acquires[op.Role] {
-			if a.ret < op.Invoke && op.Args.Token.Less(a.tok) {
+			if a.ret < op.Invoke && older(op.Role, op.Args.Token, a) {
 				stale = append(stale, i)
 				break
 			}
@@ -101,9 +113,22 @@ func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 		op.Type, op.Error = history.TypeOK, ""
 		return true
 	}
+	// The first acquire to return and the last to be invoked, when they do not overlap.
+	span := func(as []acq) (old, newer acq, ok bool) {
+		old, newer = as[0], as[0]
+		for _, a := range as {
+			if a.ret < old.ret {
+				old = a
+			}
+			if a.inv > newer.inv {
+				newer = a
+			}
+		}
+		return old, newer, old.ret < newer.inv
+	}
 	roles := make([]string, 0, len(acquires))
 	for r, as := range acquires {
-		if len(as) >= 2 {
+		if _, _, ok := span(as); ok {
 			roles = append(roles, r)
 		}
 	}
@@ -112,9 +137,7 @@ func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 	}
 	slices.Sort(roles)
 	role := roles[rng.IntN(len(roles))]
-	as := slices.Clone(acquires[role])
-	slices.SortFunc(as, func(a, b acq) int { return a.tok.Compare(b.tok) })
-	old, newer := as[0], as[len(as)-1]
+	old, newer, _ := span(acquires[role])
 	var maxID int64
 	for i := range h.Ops {
 		maxID = max(maxID, h.Ops[i].ID)

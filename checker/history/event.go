@@ -295,7 +295,8 @@ type Meta struct {
 	TransactionVersion int    `json:"transaction_version,omitempty"`
 	LeaseDuration      int64  `json:"lease_ns,omitempty"` // the transport's lease (= transaction timeout), ns
 	// ProducerIDs is "ordered" (Kafka: ids come in increasing blocks, so a rotation still sorts
-	// later) or "hashed" (kfake: a producer-id change is not comparable). Empty means ordered.
+	// later) or "hashed" (kfake: a rotation gives a random id, so a producer-id change compares
+	// only as a rotation the checker can order). Empty means ordered.
 	ProducerIDs string `json:"producer_ids,omitempty"`
 	// Promises are the coverage the scenario promises (for example "handoff", "fence"), so an
 	// offline re-check judges coverage as the run did.

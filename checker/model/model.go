@@ -116,10 +116,24 @@ func Step(s State, op *Op, lenient bool) (bool, State) {
 	return false, s
 }
 
-// New returns the porcupine model (strict, or lenient as Step describes). It has no
-// partition function: the checker partitions by role itself, to bound how many searches run
-// at once.
-func New(lenient bool) porcupine.Model {
+// Show maps a token the model compares to the token that descriptions print: the checker
+// may hand the model keys that order a role's tokens, such as (rotation index, epoch) on a
+// cluster that hashes producer ids, and print the tokens the cluster reported. A nil Show
+// prints tokens as they are.
+type Show func(history.Token) history.Token
+
+// Apply returns the token to print for t: f(t), or t when f is nil.
+func (f Show) Apply(t history.Token) history.Token {
+	if f == nil {
+		return t
+	}
+	return f(t)
+}
+
+// New returns the porcupine model (strict, or lenient as Step describes), whose descriptions
+// print tokens through show. It has no partition function: the checker partitions by role
+// itself, to bound how many searches run at once.
+func New(lenient bool, show Show) porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return Init() },
 		Step: func(state, input, _ any) (bool, any) {
@@ -139,9 +153,9 @@ func New(lenient bool) porcupine.Model {
 		// metadata as HTML (a tooltip's innerHTML): those two are escaped, since metadata
 		// carries recorded text (process names, error classes) that may hold markup.
 		DescribeOperation: func(input, _ any) string {
-			return Describe(input.(*Op))
+			return Describe(input.(*Op), show)
 		},
-		DescribeState: func(state any) string { return html.EscapeString(DescribeState(state.(State))) },
+		DescribeState: func(state any) string { return html.EscapeString(DescribeState(state.(State), show)) },
 		DescribeOperationMetadata: func(info any) string {
 			if s, ok := info.(string); ok {
 				return html.EscapeString(s)
@@ -167,8 +181,9 @@ func b2u(b bool) uint8 {
 	return 0
 }
 
-// Describe renders op for porcupine's visualization, e.g. "#17 m2 write-lease (1000,3) → ok".
-func Describe(op *Op) string {
+// Describe renders op for porcupine's visualization, e.g. "#17 m2 write-lease (1000,3) → ok",
+// its token through show.
+func Describe(op *Op, show Show) string {
 	var b strings.Builder
 	kind := history.Kind("op")
 	if h := op.Hist; h != nil {
@@ -179,30 +194,32 @@ func Describe(op *Op) string {
 		b.WriteString(" ")
 		kind = h.Kind
 	}
+	tok := show.Apply(op.Token)
 	switch op.Kind {
 	case Acquire:
-		fmt.Fprintf(&b, "acquire → %s", op.Token)
+		fmt.Fprintf(&b, "acquire → %s", tok)
 	case Credit:
 		fmt.Fprintf(&b, "%s → unknown (+1 credit)", kind)
 	case WriteOK:
-		fmt.Fprintf(&b, "%s %s → ok", kind, op.Token)
+		fmt.Fprintf(&b, "%s %s → ok", kind, tok)
 	case WriteFenced:
-		fmt.Fprintf(&b, "%s %s → fenced", kind, op.Token)
+		fmt.Fprintf(&b, "%s %s → fenced", kind, tok)
 		if op.Long {
 			b.WriteString(" (open ≥ lease)")
 		}
 	case DescribeNone:
 		b.WriteString("describe → none")
 	case DescribeHeld:
-		fmt.Fprintf(&b, "describe → %s", op.Token)
+		fmt.Fprintf(&b, "describe → %s", tok)
 	}
 	return b.String()
 }
 
-// DescribeState renders s, e.g. "mint (1000,3), floor (1000,5), deposed, 1 credit".
-func DescribeState(s State) string {
+// DescribeState renders s, e.g. "mint (1000,3), floor (1000,5), deposed, 1 credit", its
+// tokens through show.
+func DescribeState(s State, show Show) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "mint %s, floor %s", s.Mint, s.Floor)
+	fmt.Fprintf(&b, "mint %s, floor %s", show.Apply(s.Mint), show.Apply(s.Floor))
 	if s.Deposed {
 		b.WriteString(", deposed")
 	}

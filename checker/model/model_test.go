@@ -77,7 +77,7 @@ func TestPorcupineModelDescribesWhatItChecks(t *testing.T) {
 		{ClientId: 0, Input: &model.Op{Kind: model.Acquire, Token: tok(0), Hist: &history.Op{ID: 6, Member: "m1", Kind: history.KindAcquire}}, Call: 0, Return: 10},
 		{ClientId: 1, Input: &model.Op{Kind: model.WriteOK, Token: tok(0), Hist: hist}, Call: 20, Return: 30},
 	}
-	m := model.New(false)
+	m := model.New(false, nil)
 	if res := porcupine.CheckOperations(m, ops); !res {
 		t.Fatal("a write by the holder after its acquire is not linearizable")
 	}
@@ -86,5 +86,21 @@ func TestPorcupineModelDescribesWhatItChecks(t *testing.T) {
 	}
 	if got, want := m.DescribeState(state(tok(1), tok(3), true, 2)), "mint (1000,1), floor (1000,3), deposed, 2 credits"; got != want {
 		t.Errorf("DescribeState = %q, want %q", got, want)
+	}
+	// The checker may hand the model keys (rotation index, epoch) for tokens; descriptions
+	// print the tokens the keys stand for.
+	keyOf := map[int64]int64{0: 77}
+	shown := model.New(false, func(k history.Token) history.Token {
+		if !k.Valid() {
+			return k
+		}
+		return history.Token{ProducerID: keyOf[k.ProducerID], Epoch: k.Epoch}
+	})
+	key := history.Token{ProducerID: 0, Epoch: 32766}
+	if got, want := shown.DescribeOperation(&model.Op{Kind: model.WriteOK, Token: key, Hist: hist}, nil), "#7 m2 write-lease (77,32766) → ok"; got != want {
+		t.Errorf("DescribeOperation with a Show = %q, want %q", got, want)
+	}
+	if got, want := shown.DescribeState(state(key, history.NoToken, false, 0)), "mint (77,32766), floor none"; got != want {
+		t.Errorf("DescribeState with a Show = %q, want %q", got, want)
 	}
 }
