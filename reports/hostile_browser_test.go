@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,12 +35,18 @@ func hostileText(i int, what string) string {
 
 // writeHostileHistory writes a history in which every text field a history carries (role,
 // member, process, error class, write id, fault kind, targets and description, the header's
-// scenario and labels) is hostile, and in which every role breaks token-monotonic, so each
-// gets a porcupine visualization with its operations' metadata and the fault windows.
+// scenario, labels and script steps) is hostile, and in which every role breaks
+// token-monotonic, so each gets a porcupine visualization with its operations' metadata and
+// the fault windows. The script's last step is never injected, so fault-took-hold names it
+// (with its text) in report.html and junit.xml.
 func writeHostileHistory(t *testing.T, path string) {
 	t.Helper()
 	meta := history.Meta{Scenario: hostileText(0, "scenario"), LeaseDuration: 100, Run: hostileText(1, "run"),
-		Cluster: hostileText(2, "cluster"), Labels: map[string]string{hostileText(3, "label"): hostileText(4, "value")}}
+		Cluster: hostileText(2, "cluster"), Labels: map[string]string{hostileText(3, "label"): hostileText(4, "value")},
+		Schedule: history.ScheduleScript}
+	for i := range len(hostile) + 1 {
+		meta.Script = append(meta.Script, hostileText(i, fmt.Sprintf("step%d", i+1)))
+	}
 	w, err := history.Create(path, meta, history.WriterOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +81,7 @@ func writeHostileHistory(t *testing.T, path string) {
 		op(base+60, 1, history.KindWork, history.Args{Token: *tok(1), WriteID: hostileText(r+2, "work"), Log: history.WorkLog(int32(r))},
 			history.Event{Type: history.TypeFail, Error: hostileText(r+2, "error")})
 		fault := int64(r + 1)
-		add(history.Event{Type: history.TypeFaultStart, Fault: fault, Time: base + 15, Kind: history.Kind(hostileText(r, "kind")),
+		add(history.Event{Type: history.TypeFaultStart, Fault: fault, Step: r + 1, Time: base + 15, Kind: history.Kind(hostileText(r, "kind")),
 			Targets: []string{hostileText(r, "target"), hostileText(r+1, "target")}, Desc: hostileText(r+2, "desc")})
 		add(history.Event{Type: history.TypeFaultEnd, Fault: fault, Time: base + 45, TookHold: true})
 		add(history.Event{Type: history.TypeFaultStart, Fault: 100 + fault, Time: base + 25, Kind: history.KindMemberPause,
@@ -128,6 +135,19 @@ func TestHostileTextRunsNoScript(t *testing.T) {
 	}
 	if result, console := exercise(t, chromium, control); !strings.HasSuffix(result, "script ran: yes") || len(console) == 0 {
 		t.Fatalf("the harness does not see script run on hover: %q, console %q", result, console)
+	}
+
+	// The missed step's text must reach the pages, or their passing would not cover it.
+	missed := fmt.Sprintf("step %d", len(hostile)+1)
+	if r := res.Coverage; !slices.ContainsFunc(r, func(c checker.Result) bool {
+		return c.Name == checker.CoverFaultTookHold && c.Verdict == checker.VerdictInconclusive
+	}) {
+		t.Fatalf("fault-took-hold is not inconclusive: %+v", r)
+	}
+	for _, page := range []string{dir.Report(), dir.JUnit()} {
+		if text := read(t, page); !strings.Contains(text, missed) || !strings.Contains(text, "never injected") {
+			t.Fatalf("%s does not name the missed %s", filepath.Base(page), missed)
+		}
 	}
 
 	pages := []string{dir.Report(), dir.JUnit()}
