@@ -126,7 +126,8 @@ func cutRoles(p plan) []cand {
 	return out
 }
 
-// cutMembers tries fewer members per role, and then as few processes as they need.
+// cutMembers tries fewer members per role. It leaves the processes alone: cutProcesses, which
+// the search asks again in its next round, may then go down to as many as the members.
 func cutMembers(p plan) []cand {
 	w := p.s.Workload
 	var out []cand

@@ -2,12 +2,15 @@ package shrink
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
 	"github.com/fencecheck/fencecheck/scenarios"
@@ -142,4 +145,80 @@ func TestReductions(t *testing.T) {
 	})
 	p.s.Duration = 7e9 // below four leases: a quarter, a half and three quarters are all under three
 	check("shortenRun at 7s", whats(shortenRun(p)), nil)
+}
+
+// TestWorkloadReductions checks what the workload reductions propose for 8 processes × 4 roles
+// × 3 members with readers: fewer processes (never fewer than a role's members), roles and
+// members, no readers, a lower rate, and no faults at all; a step naming a process or a role
+// that is cut wraps round to one that is left.
+func TestWorkloadReductions(t *testing.T) {
+	s, _, err := scenarios.Builtin("holder-partition")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &s.Workload
+	w.Processes, w.Roles, w.MembersPerRole, w.Readers = 8, 4, 3, 2
+	w.Load.WorkRate, w.Load.Contend, w.Load.Look = 3, units.Duration(2*time.Second), units.Duration(500*time.Millisecond)
+	s.Duration = 40e9
+	p := plan{s: *s, steps: []step{mustStep(t, "at 8s partition p6 from all for 6s"), mustStep(t, "at 20s freeze holder of r4 for 4s")}}
+	whats := func(cs []cand) []string {
+		var out []string
+		for _, c := range cs {
+			sc, err := c.p.scenario()
+			if err != nil {
+				t.Errorf("%s: %v", c.what, err)
+				continue
+			}
+			w := sc.Workload
+			out = append(out, fmt.Sprintf("%s: %d×%d×%d, %d readers, work %g/s, contend %v, look %v / %s", c.what,
+				w.Processes, w.Roles, w.MembersPerRole, w.Readers, w.Load.WorkRate, w.Load.Contend.D(), w.Load.Look.D(),
+				strings.Join(sc.Nemesis.Script, "; ")))
+		}
+		return out
+	}
+	check := func(name string, got, want []string) {
+		t.Helper()
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s:\n%s\nwant:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	const rest = "2 readers, work 3/s, contend 2s, look 500ms"
+	check("cutProcesses", whats(cutProcesses(p)), []string{
+		"3 processes: 3×4×3, " + rest + " / at 8s partition p3 from all for 6s; at 20s freeze holder of r4 for 4s",
+		"4 processes: 4×4×3, " + rest + " / at 8s partition p2 from all for 6s; at 20s freeze holder of r4 for 4s",
+		"7 processes: 7×4×3, " + rest + " / at 8s partition p6 from all for 6s; at 20s freeze holder of r4 for 4s",
+	})
+	check("cutRoles", whats(cutRoles(p)), []string{
+		"1 roles: 8×1×3, " + rest + " / at 8s partition p6 from all for 6s; at 20s freeze holder of r1 for 4s",
+		"2 roles: 8×2×3, " + rest + " / at 8s partition p6 from all for 6s; at 20s freeze holder of r2 for 4s",
+		"3 roles: 8×3×3, " + rest + " / at 8s partition p6 from all for 6s; at 20s freeze holder of r1 for 4s",
+	})
+	script := " / at 8s partition p6 from all for 6s; at 20s freeze holder of r4 for 4s"
+	check("cutMembers", whats(cutMembers(p)), []string{
+		"1 members per role: 8×4×1, " + rest + script,
+		"2 members per role: 8×4×2, " + rest + script,
+	})
+	check("cutReaders", whats(cutReaders(p)), []string{
+		"no readers: 8×4×3, 0 readers, work 3/s, contend 2s, look 500ms" + script,
+	})
+	check("lowerRate", whats(lowerRate(p)), []string{
+		"work rate 1.5/s: 8×4×3, 2 readers, work 1.5/s, contend 2s, look 500ms" + script,
+		"contend every 4s: 8×4×3, 2 readers, work 3/s, contend 4s, look 500ms" + script,
+		"look every 1s: 8×4×3, 2 readers, work 3/s, contend 2s, look 1s" + script,
+	})
+	check("dropAllFaults", whats(dropAllFaults(p)), []string{"drop every fault: 8×4×3, " + rest + " / "})
+
+	// At the floors nothing is proposed: processes as few as a role's members, one role, one
+	// member, no readers, no work and intervals as long as the lease (look) or the run (contend).
+	q := p.clone()
+	q.steps = q.steps[:1]
+	w = &q.s.Workload
+	w.Processes, w.Roles, w.MembersPerRole, w.Readers = 1, 1, 1, 0
+	w.Load.WorkRate, w.Load.Contend, w.Load.Look = 0, q.s.Duration, w.Lease
+	for name, r := range map[string]reduction{"cutProcesses": cutProcesses, "cutRoles": cutRoles, "cutMembers": cutMembers,
+		"cutReaders": cutReaders, "lowerRate": lowerRate, "dropAllFaults": dropAllFaults} {
+		if got := whats(r(q)); len(got) > 0 {
+			t.Errorf("%s at the floor proposes %q", name, got)
+		}
+	}
 }
