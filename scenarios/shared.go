@@ -33,7 +33,7 @@ func RepeatCommand(arg string, s *Scenario, transport string) string {
 	parts := []string{"fencecheck", "run", arg}
 	add := func(flag string, v any, set bool) {
 		if set {
-			parts = append(parts, flag, shellQuote(fmt.Sprint(v)))
+			parts = append(parts, flag, ShellQuote(fmt.Sprint(v)))
 		}
 	}
 	add("--cluster", s.Cluster.Kind, s.Cluster.Kind != KindEmbedded)
@@ -55,9 +55,9 @@ func RepeatCommand(arg string, s *Scenario, transport string) string {
 	return strings.Join(parts, " ")
 }
 
-// shellQuote quotes v for a POSIX shell when it holds anything but plain word characters (an
-// exec transport's command line has blanks): the stored command must repeat the run when pasted.
-func shellQuote(v string) string {
+// ShellQuote quotes v for a POSIX shell when it holds anything but plain word characters (an
+// exec transport's command line has blanks): a stored command must repeat the run when pasted.
+func ShellQuote(v string) string {
 	if v != "" && strings.Trim(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-@") == "" {
 		return v
 	}

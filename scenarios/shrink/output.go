@@ -81,7 +81,7 @@ func (sh *shrinker) scenarioFile() ([]byte, error) {
 	}
 	fmt.Fprintf(&c, "; seeds that failed: %s.\n", seedList(r.FailingSeeds))
 	fmt.Fprintf(&c, "# Smallest failing run: %s\n", r.Report)
-	fmt.Fprintf(&c, "# Repeat: fencecheck run %s --transport %s --seed SEED\n", r.File, r.Transport)
+	fmt.Fprintf(&c, "# Repeat: %s --seed SEED\n", repeatCommand(r.File, r.Transport))
 
 	wl, err := overrides(s.Workload)
 	if err != nil {
@@ -113,6 +113,15 @@ func (sh *shrinker) scenarioFile() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), enc.Close()
+}
+
+// repeatCommand is the command line that runs the scenario file with the transport, without
+// the seed; both are quoted for a shell (an exec transport's command line has blanks).
+func repeatCommand(file, transport string) string {
+	if transport == "" {
+		transport = "real"
+	}
+	return "fencecheck run " + scenarios.ShellQuote(file) + " --transport " + scenarios.ShellQuote(transport)
 }
 
 // overrides renders ws as a YAML mapping of its preset and the fields that differ from it.
