@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/internal/testenv"
+)
+
+// TestShrinkCtrlC shrinks a mutant's failing run as a user would and presses Ctrl-C (SIGINT)
+// once the search has kept a first, smaller candidate: shrink must stop, exit 2, and leave
+// that candidate as scenario.yaml, loadable, with shrink.json saying it was interrupted.
+func TestShrinkCtrlC(t *testing.T) {
+	testenv.Light(t)
+	if testing.Short() {
+		t.Skip("runs scenarios")
+	}
+	// Embedded runs mostly wait on lease timers: this one overlaps the others.
+	t.Parallel()
+	bin := buildBinary(t)
+	runs := t.TempDir()
+	// A failing run to shrink: 8 s, so that the search's first candidate is a 6 s run (three
+	// leases, its floor). The mutant fails most such runs; a seed that passes is skipped.
+	var origin string
+	seed := 0
+	for s := 1; s <= 4 && origin == ""; s++ {
+		run := exec.Command(bin, "run", "steady", "--transport", "mutant:lease-outside-txn", "--duration", "8s",
+			"--processes", "4", "--roles", "2", "--members", "3", "--seed", strconv.Itoa(s), "--out", runs)
+		out, err := run.CombinedOutput()
+		switch code := exitCode(t, err); code {
+		case 0: // valid: try the next seed
+		case 1:
+			dirs, _ := filepath.Glob(filepath.Join(runs, "steady", "*-"+strconv.Itoa(s)))
+			if len(dirs) != 1 {
+				t.Fatalf("run directories of seed %d: %v, want one", s, dirs)
+			}
+			origin, seed = dirs[0], s
+		default:
+			t.Fatalf("the mutant's run of seed %d: exit %d:\n%s", s, code, out)
+		}
+	}
+	if origin == "" {
+		t.Fatal("the mutant's steady runs of seeds 1 to 4 were all valid")
+	}
+
+	out := filepath.Join(t.TempDir(), "shrink")
+	cmd := exec.Command(bin, "shrink", origin, "--budget", "2m", "--tries", "1", "--out", out)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever happens, nothing survives the test
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var printed []string
+	timeout := time.After(2 * time.Minute)
+wait:
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("shrink ended before it kept a candidate (exit %d):\n%s", exitCode(t, cmd.Wait()), strings.Join(printed, "\n"))
+			}
+			printed = append(printed, l)
+			if strings.Contains(l, "FAILS, kept") {
+				break wait
+			}
+		case <-timeout:
+			t.Fatalf("no candidate kept within 2 minutes:\n%s", strings.Join(printed, "\n"))
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for l := range lines {
+		printed = append(printed, l)
+	}
+	if code := exitCode(t, cmd.Wait()); code != 2 {
+		t.Fatalf("exit %d after SIGINT, want 2; output:\n%s", code, strings.Join(printed, "\n"))
+	}
+	if !strings.Contains(strings.Join(printed, "\n"), "interrupted: keeping the best so far") {
+		t.Errorf("shrink does not say it kept the best so far:\n%s", strings.Join(printed, "\n"))
+	}
+
+	var res struct {
+		Interrupted   bool `json:"interrupted"`
+		Before, After struct {
+			Faults, Processes, Roles, Members int
+			Duration                          int64 `json:"duration_ns"`
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(out, "shrink.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	before, after := res.Before, res.After
+	if !res.Interrupted || after == before || after.Processes > before.Processes || after.Roles > before.Roles ||
+		after.Members > before.Members || after.Duration > before.Duration {
+		t.Errorf("shrink.json: interrupted %v, %+v → %+v: want interrupted and the kept, smaller candidate", res.Interrupted, before, after)
+	}
+	// The kept candidate's failing try (the smallest failing run) stores the command that
+	// repeats it: the scenario file, the transport and its seed, once.
+	var info struct {
+		Command string `json:"command"`
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "smallest-failing-run", "run.json")); err != nil || json.Unmarshal(b, &info) != nil {
+		t.Fatalf("the smallest failing run's run.json: %v", err)
+	}
+	if want := "fencecheck run " + filepath.Join(out, "scenario.yaml") + " --transport mutant:lease-outside-txn --seed " + strconv.Itoa(seed); info.Command != want {
+		t.Errorf("the try's command is %q, want %q", info.Command, want)
+	}
+	show, err := exec.Command(bin, "scenarios", "show", filepath.Join(out, "scenario.yaml")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the kept scenario.yaml does not load: %v\n%s", err, show)
+	}
+	if want := "duration: " + time.Duration(after.Duration).String(); !strings.Contains(string(show), want) {
+		t.Errorf("scenario.yaml is not the kept candidate (%s):\n%s", want, show)
+	}
+}
