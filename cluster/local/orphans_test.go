@@ -114,3 +114,30 @@ func TestReapOrphans(t *testing.T) {
 		}
 	}
 }
+
+// TestNewReapsOrphans: starting a cluster first removes what a killed fencecheck left (its
+// folder and the JVMs in it), so the next start after a kill -9 cleans up, whether or not it
+// then succeeds. Here it fails at once (its "java" is false(1), which exits 1), so no Kafka
+// JVM runs; only the jars must be there.
+func TestNewReapsOrphans(t *testing.T) {
+	needKafka(t)
+	t.Setenv("TMPDIR", t.TempDir()) // this test's orphans only, not another run's on this machine
+	orphan := ownedDir(t, "orphan", deadOwner(t))
+	leader, member := lingerJVM(t, orphan)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := local.New(ctx, local.Options{Java: "false"}); err == nil {
+		t.Fatal("New started a cluster with false(1) as its java")
+	}
+	for _, pid := range []int{leader, member} {
+		if !owner.Exited(pid) {
+			t.Errorf("pid %d of the orphaned cluster still runs after New", pid)
+		}
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Errorf("orphaned folder %s still there after New (%v)", orphan, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "fencecheck-kafka-*")); len(left) != 0 {
+		t.Errorf("folders left after the failed start: %v", left)
+	}
+}
