@@ -17,7 +17,9 @@ import (
 
 // TestShrinkCtrlC shrinks a mutant's failing run as a user would and presses Ctrl-C (SIGINT)
 // once the search has kept a first, smaller candidate: shrink must stop, exit 2, and leave
-// that candidate as scenario.yaml, loadable, with shrink.json saying it was interrupted.
+// that candidate as scenario.yaml, loadable, with shrink.json saying it was interrupted. The
+// mutant runs behind the exec protocol (`fencecheck adapter --mutant`), so the tries must use
+// the run's exec transport, and the commands that repeat them must quote it.
 func TestShrinkCtrlC(t *testing.T) {
 	testenv.Light(t)
 	if testing.Short() {
@@ -27,12 +29,13 @@ func TestShrinkCtrlC(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	runs := t.TempDir()
+	tr := "exec:" + bin + " adapter --mutant lease-outside-txn"
 	// A failing run to shrink: 8 s, so that the search's first candidate is a 6 s run (three
 	// leases, its floor). The mutant fails most such runs; a seed that passes is skipped.
 	var origin string
 	seed := 0
 	for s := 1; s <= 4 && origin == ""; s++ {
-		run := exec.Command(bin, "run", "steady", "--transport", "mutant:lease-outside-txn", "--duration", "8s",
+		run := exec.Command(bin, "run", "steady", "--transport", tr, "--duration", "8s",
 			"--processes", "4", "--roles", "2", "--members", "3", "--seed", strconv.Itoa(s), "--out", runs)
 		out, err := run.CombinedOutput()
 		switch code := exitCode(t, err); code {
@@ -120,15 +123,20 @@ wait:
 		after.Members > before.Members || after.Duration > before.Duration {
 		t.Errorf("shrink.json: interrupted %v, %+v → %+v: want interrupted and the kept, smaller candidate", res.Interrupted, before, after)
 	}
-	// The kept candidate's failing try (the smallest failing run) stores the command that
-	// repeats it: the scenario file, the transport and its seed, once.
+	// The kept candidate's failing try (the smallest failing run) ran with the exec transport
+	// and stores the command that repeats it: the scenario file, the transport quoted for a
+	// shell, and its seed, once.
 	var info struct {
-		Command string `json:"command"`
+		Command   string `json:"command"`
+		Transport string `json:"transport"`
 	}
 	if b, err := os.ReadFile(filepath.Join(out, "smallest-failing-run", "run.json")); err != nil || json.Unmarshal(b, &info) != nil {
 		t.Fatalf("the smallest failing run's run.json: %v", err)
 	}
-	if want := "fencecheck run " + filepath.Join(out, "scenario.yaml") + " --transport mutant:lease-outside-txn --seed " + strconv.Itoa(seed); info.Command != want {
+	if info.Transport != tr {
+		t.Errorf("the try ran with transport %q, want %q", info.Transport, tr)
+	}
+	if want := "fencecheck run " + filepath.Join(out, "scenario.yaml") + " --transport '" + tr + "' --seed " + strconv.Itoa(seed); info.Command != want {
 		t.Errorf("the try's command is %q, want %q", info.Command, want)
 	}
 	show, err := exec.Command(bin, "scenarios", "show", filepath.Join(out, "scenario.yaml")).CombinedOutput()
