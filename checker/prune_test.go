@@ -31,7 +31,7 @@ func TestPruneKeepsTheVerdict(t *testing.T) {
 				}
 			}
 		}
-		c, err := Options{}.config(h.Meta.LeaseDuration, nil, "")
+		c, err := Options{}.config(h.Meta.LeaseDuration, nil, "", h.Meta.TransactionVersion)
 		if err != nil {
 			t.Fatal(err)
 		}
