@@ -47,7 +47,8 @@ type roleOutcome struct {
 //   - describe ok: DescribeHeld or DescribeNone; otherwise none (describe changes nothing).
 //   - on a transaction-version-1 cluster, an acquire ok also gets an AbortBump over the same
 //     interval: its InitProducerId may have found the holder's transaction open, bumped the
-//     epoch to abort it (fencing that holder) and given the client's retry the next epoch.
+//     epoch to abort it (fencing that holder) and given the client's retry the next epoch. For
+//     the same reason an acquire info, pending or fenced gets a second Credit.
 //
 // On a cluster that hashes producer ids, a role whose producer id rotated gets keys
 // (rotation index, epoch) for tokens (docs/checker.md, "Producer-id rotation"); x.show(role)
@@ -59,7 +60,7 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 	if buf == nil {
 		buf = &searchBuf{}
 	}
-	n := len(rd.ops) // at most one model operation per role operation, and an AbortBump per acquire
+	n := len(rd.ops) // at most one model operation per role operation, and on TV1 one more per acquire
 	if x.cfg.abortBumps {
 		for i := range rd.ops {
 			if rd.ops[i].kind == opAcquire {
@@ -136,8 +137,15 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 		}
 		hist := &x.h.Ops[ro.op]
 		tok, _ = rd.rot.key(tok) // every token of the role is in its rotation
-		if kind == model.Acquire && x.cfg.abortBumps {
+		switch {
+		case !x.cfg.abortBumps || ro.kind != opAcquire:
+		case kind == model.Acquire:
 			inputs = append(inputs, model.Op{Kind: model.AbortBump, Token: tok, Hist: hist})
+			ops = append(ops, porcupine.Operation{ClientId: clientID(hist.Client, true), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
+		case kind == model.Credit:
+			// An unknown acquire may have bumped twice, each bump fencing a holder: its
+			// abort and its mint.
+			inputs = append(inputs, model.Op{Kind: model.Credit, Hist: hist})
 			ops = append(ops, porcupine.Operation{ClientId: clientID(hist.Client, true), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
 		}
 		inputs = append(inputs, model.Op{Kind: kind, Token: tok, Long: long, Hist: hist})
