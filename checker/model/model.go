@@ -14,8 +14,8 @@
 // On a transaction-version-1 cluster an acquire may mint two epochs: when the previous holder
 // has an open transaction, the coordinator first bumps the epoch to abort it (fencing that
 // holder; a describe may report this epoch, which no client is given) and the client's retry
-// gets the next one. The checker gives such an acquire an AbortBump step besides its Acquire
-// (docs/checker.md, "From history operations to model operations").
+// gets the next one. The checker gives such an acquire an AbortBump step besides its Acquire,
+// and an acquire of unknown outcome a second Credit (docs/checker.md, "TV1 abort bumps").
 package model
 
 import (
