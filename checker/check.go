@@ -30,7 +30,7 @@ type run struct {
 // of the non-advisory checks and of coverage; a recording that breaks the history's own rules
 // (well-formed) is a harness error, and no model check runs on a role it names.
 func Check(ctx context.Context, h *history.History, opts Options) (*Results, error) {
-	cfg, err := opts.config(h.Meta.LeaseDuration, h.Meta.Promises, h.Meta.ProducerIDs)
+	cfg, err := opts.config(h.Meta.LeaseDuration, h.Meta.Promises, h.Meta.ProducerIDs, h.Meta.TransactionVersion)
 	if err != nil {
 		return nil, err
 	}

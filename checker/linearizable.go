@@ -45,6 +45,10 @@ type roleOutcome struct {
 //   - write info or pending: WriteOK ending when the first committed read saw its record, or a
 //     Credit when the committed log shows it did not commit (or cannot tell).
 //   - describe ok: DescribeHeld or DescribeNone; otherwise none (describe changes nothing).
+//   - on a transaction-version-1 cluster, an acquire ok also gets an AbortBump over the same
+//     interval: its InitProducerId may have found the holder's transaction open, bumped the
+//     epoch to abort it (fencing that holder) and given the client's retry the next epoch. For
+//     the same reason an acquire info, pending or fenced gets a second Credit.
 //
 // On a cluster that hashes producer ids, a role whose producer id rotated gets keys
 // (rotation index, epoch) for tokens (docs/checker.md, "Producer-id rotation"); x.show(role)
@@ -56,14 +60,39 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 	if buf == nil {
 		buf = &searchBuf{}
 	}
-	if cap(buf.inputs) < len(rd.ops) {
-		buf.inputs = make([]model.Op, 0, len(rd.ops)) // never grows below: &inputs[i] stays valid
-		buf.ops = make([]porcupine.Operation, 0, len(rd.ops))
+	n := len(rd.ops) // at most one model operation per role operation, and on TV1 one more per acquire
+	if x.cfg.abortBumps {
+		for i := range rd.ops {
+			if rd.ops[i].kind == opAcquire {
+				n++
+			}
+		}
+	}
+	if cap(buf.inputs) < n {
+		buf.inputs = make([]model.Op, 0, n) // never grows below: &inputs[i] stays valid
+		buf.ops = make([]porcupine.Operation, 0, n)
 	}
 	inputs, ops := buf.inputs[:0], buf.ops[:0]
-	var clientIDs map[int]int
+	// A history client's operations are one row of the visualization; its acquires' abort
+	// bumps, which overlap them, get a row of their own.
+	type row struct {
+		client int
+		bump   bool
+	}
+	var clientIDs map[row]int
 	if clients {
-		clientIDs = map[int]int{}
+		clientIDs = map[row]int{}
+	}
+	clientID := func(c int, bump bool) int {
+		if !clients {
+			return 0 // porcupine needs client ids only to draw
+		}
+		id, ok := clientIDs[row{c, bump}]
+		if !ok {
+			id = len(clientIDs)
+			clientIDs[row{c, bump}] = id
+		}
+		return id
 	}
 	lease := x.cfg.lease
 	for i := range rd.ops {
@@ -107,17 +136,20 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 			continue
 		}
 		hist := &x.h.Ops[ro.op]
-		client := 0 // porcupine needs client ids only to draw
-		if clients {
-			var ok bool
-			if client, ok = clientIDs[hist.Client]; !ok {
-				client = len(clientIDs)
-				clientIDs[hist.Client] = client
-			}
-		}
 		tok, _ = rd.rot.key(tok) // every token of the role is in its rotation
+		switch {
+		case !x.cfg.abortBumps || ro.kind != opAcquire:
+		case kind == model.Acquire:
+			inputs = append(inputs, model.Op{Kind: model.AbortBump, Token: tok, Hist: hist})
+			ops = append(ops, porcupine.Operation{ClientId: clientID(hist.Client, true), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
+		case kind == model.Credit:
+			// An unknown acquire may have bumped twice, each bump fencing a holder: its
+			// abort and its mint.
+			inputs = append(inputs, model.Op{Kind: model.Credit, Hist: hist})
+			ops = append(ops, porcupine.Operation{ClientId: clientID(hist.Client, true), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
+		}
 		inputs = append(inputs, model.Op{Kind: kind, Token: tok, Long: long, Hist: hist})
-		ops = append(ops, porcupine.Operation{ClientId: client, Input: &inputs[len(inputs)-1], Call: call, Return: ret})
+		ops = append(ops, porcupine.Operation{ClientId: clientID(hist.Client, false), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
 	}
 	buf.inputs, buf.ops = inputs, ops
 	return ops
@@ -143,6 +175,10 @@ func in(o porcupine.Operation) *model.Op { return o.Input.(*model.Op) }
 //     may follow it returned a token above d and no describe "none" may follow it (so
 //     raising the floor to d never matters);
 //   - a describe "none" that no acquire and no reporting describe may precede.
+//
+// Abort bumps are kept, and these rules hold with them: an abort bump raises the mint only
+// to a token below its acquire's, and is invoked with it, so it never raises the mint above
+// what the rules assume; and it does not touch the floor.
 func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
 	acquires := buf.scratch[:0]
 	var held, none []porcupine.Operation
@@ -458,12 +494,15 @@ func (x *index) failingProjection(ops []porcupine.Operation) string {
 		name string
 		keep func(model.Kind) bool
 	}{
-		{TokenMonotonic, func(k model.Kind) bool { return k == model.Acquire }},
+		// An acquire's abort bump goes wherever the acquire does: it is part of what the
+		// acquire did, and placed just before its acquire it changes nothing, so it can never
+		// make a projection fail that passes without it.
+		{TokenMonotonic, func(k model.Kind) bool { return k == model.Acquire || k == model.AbortBump }},
 		{DescribeConsistent, func(k model.Kind) bool {
-			return k == model.Acquire || k == model.DescribeHeld || k == model.DescribeNone
+			return k == model.Acquire || k == model.AbortBump || k == model.DescribeHeld || k == model.DescribeNone
 		}},
 		{FencedStaleWrite, func(k model.Kind) bool {
-			return k == model.Acquire || k == model.Credit || k == model.WriteOK || k == model.WriteFenced
+			return k == model.Acquire || k == model.AbortBump || k == model.Credit || k == model.WriteOK || k == model.WriteFenced
 		}},
 	}
 	for _, p := range projections {

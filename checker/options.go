@@ -68,13 +68,16 @@ type config struct {
 	maxAnomalies int
 	log          *slog.Logger
 	hashedPIDs   bool
+	// abortBumps is set on a transaction-version-1 cluster: an acquire's InitProducerId may
+	// bump the epoch twice (model.AbortBump).
+	abortBumps bool
 }
 
-func (o Options) config(headerLease int64, headerPromises []string, producerIDs string) (config, error) {
+func (o Options) config(headerLease int64, headerPromises []string, producerIDs string, transactionVersion int) (config, error) {
 	c := config{
 		timeout: o.Timeout, workers: o.Workers, lease: int64(o.LeaseDuration),
 		visualize: o.Visualize, maxAnomalies: o.MaxAnomalies, log: o.Logger,
-		advisory: map[string]bool{},
+		advisory: map[string]bool{}, abortBumps: transactionVersion == 1,
 	}
 	if c.timeout < 0 || c.workers < 0 || c.lease < 0 || c.maxAnomalies < 0 {
 		return c, fmt.Errorf("negative timeout, workers, lease duration or max anomalies: %w", ErrOptions)

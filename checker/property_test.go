@@ -27,8 +27,13 @@ func propertyConfigs() map[string]checkertest.Config {
 	// A lone member per role: its fences come only from its own slow writes (timeout aborts).
 	solo := base
 	solo.MembersPerRole, solo.Indeterminate, solo.Slow = 1, 0, 0.15
+	// TV1 acquires that abort the holder's transaction in flight, with members fighting
+	// over roles so that it happens often.
+	tv1aborts := tv1
+	tv1aborts.AbortBumps, tv1aborts.AcquireRate = true, 0.6
 	return map[string]checkertest.Config{
 		"tv2": base, "tv1": tv1, "crowded": crowded, "uncertain": uncertain, "calm": calm, "solo": solo,
+		"tv1-aborts": tv1aborts,
 	}
 }
 

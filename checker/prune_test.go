@@ -12,14 +12,18 @@ import (
 )
 
 // TestPruneKeepsTheVerdict: dropping the operations prune drops never changes what porcupine
-// decides, on correct histories and on histories with a planted violation, and the lenient
-// model agrees too.
+// decides, on correct histories and on histories with a planted violation, TV2 and TV1 (with
+// abort bumps), and the lenient model agrees too.
 func TestPruneKeepsTheVerdict(t *testing.T) {
 	cfg := checkertest.DefaultConfig()
 	cfg.Indeterminate = 0.1
 	pruned, total, illegal := 0, 0, 0
 	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 9))
+		cfg := cfg
+		if seed%2 == 1 { // TV1 acquires that abort the holder's transaction: abort bumps
+			cfg.TV, cfg.AbortBumps, cfg.AcquireRate = 1, true, 0.6
+		}
 		h := checkertest.Generate(cfg, rng)
 		switch seed % 3 {
 		case 1:
@@ -31,7 +35,7 @@ func TestPruneKeepsTheVerdict(t *testing.T) {
 				}
 			}
 		}
-		c, err := Options{}.config(h.Meta.LeaseDuration, nil, "")
+		c, err := Options{}.config(h.Meta.LeaseDuration, nil, "", h.Meta.TransactionVersion)
 		if err != nil {
 			t.Fatal(err)
 		}

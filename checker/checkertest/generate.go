@@ -50,6 +50,11 @@ type Config struct {
 	// FirstEpoch is the epoch of a role's first mint, as if earlier runs had bumped it: near
 	// 32,766 the roles rotate their producer ids during the run.
 	FirstEpoch int16
+	// AbortBumps (TV1 only) makes an acquire that finds the holder's write in flight bump the
+	// epoch twice, as a TV1 coordinator's InitProducerId does: once to abort the holder's
+	// transaction (fencing the write; a describe may report that epoch), and once more for the
+	// client's retry a little later, which returns the token. The retry does not abort again.
+	AbortBumps bool
 }
 
 // DefaultConfig is a small run: 3 roles of 3 members, 60 operations each, TV2.
@@ -115,6 +120,7 @@ type simMember struct {
 	pe       int16         // the producer's epoch (under TV2 it follows the commits)
 	regs     int
 	pausedAt int64
+	writing  int64 // the invocation of the member's write in flight; -1 if none
 }
 
 type task struct {
@@ -130,6 +136,7 @@ type pendingOp struct {
 	info   bool // the outcome will be recorded as info
 	slow   bool
 	work   int32
+	retry  bool // an acquire whose first attempt aborted the holder's transaction
 }
 
 type abort struct {
@@ -189,7 +196,7 @@ func newSim(cfg Config, rng *rand.Rand) *sim {
 			role.members = append(role.members, id)
 			s.members = append(s.members, simMember{
 				role: r, process: fmt.Sprintf("p%d", id%cfg.Processes), name: fmt.Sprintf("m%d", m),
-				client: s.newClient(), token: history.NoToken,
+				client: s.newClient(), token: history.NoToken, writing: -1,
 			})
 		}
 		s.roles = append(s.roles, role)
@@ -304,6 +311,9 @@ func (s *sim) schedule(id int, now int64) {
 		op.slow, op.info = true, false
 		lp = now + s.cfg.Lease + s.between(ms/20, ms/2)
 	}
+	if op.kind.IsWrite() {
+		m.writing = now
+	}
 	heap.Push(&s.q, task{at: lp, member: id, op: op})
 }
 
@@ -342,10 +352,32 @@ func (s *sim) bump(r *simRole) {
 	r.epoch++
 }
 
+// holderWriting reports whether a member of r holds the current epoch and has a write in
+// flight (its transaction is open) at time at.
+func (s *sim) holderWriting(r *simRole, at int64) bool {
+	for _, id := range r.members {
+		h := &s.members[id]
+		if h.holds && h.writing >= 0 && h.writing < at && h.token.ProducerID == r.pid && h.pe == r.epoch {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *sim) execute(t task) {
 	m := &s.members[t.member]
 	r := &s.roles[m.role]
 	op := t.op
+	if op.kind.IsWrite() {
+		m.writing = -1
+	}
+	if op.kind == history.KindAcquire && s.cfg.AbortBumps && s.cfg.TV == 1 && !op.info && !op.retry && r.epoch >= 0 && s.holderWriting(r, t.at) {
+		// The first attempt aborts the holder's transaction; the retry mints.
+		s.bump(r)
+		op.retry = true
+		heap.Push(&s.q, task{at: t.at + s.between(ms, 4*ms), member: t.member, op: op})
+		return
+	}
 	s.opID++
 	id := s.opID
 	inv := history.Event{Type: history.TypeInvoke, ID: id, Time: op.invoke, Client: m.client,

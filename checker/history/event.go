@@ -284,8 +284,9 @@ type Result struct {
 	Records []Record
 }
 
-// Meta is the header's run metadata. The checker uses LeaseDuration, ProducerIDs and
-// Promises; the rest identifies the run.
+// Meta is the header's run metadata. The checker uses LeaseDuration, ProducerIDs, Promises
+// and TransactionVersion (on 1, an acquire may bump the epoch twice); the rest identifies the
+// run.
 type Meta struct {
 	Run                string `json:"run,omitempty"`
 	Scenario           string `json:"scenario,omitempty"`

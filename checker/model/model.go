@@ -10,11 +10,18 @@
 // just before the fence; never spending it is the branch where it had no effect. Unknown
 // writes are resolved from the final committed log before the search, so they arrive here as
 // WriteOK or as a Credit.
+//
+// On a transaction-version-1 cluster an acquire may mint two epochs: when the previous holder
+// has an open transaction, the coordinator first bumps the epoch to abort it (fencing that
+// holder; a describe may report this epoch, which no client is given) and the client's retry
+// gets the next one. The checker gives such an acquire an AbortBump step besides its Acquire,
+// and an acquire of unknown outcome a second Credit (docs/checker.md, "TV1 abort bumps").
 package model
 
 import (
 	"fmt"
 	"html"
+	"math"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -40,6 +47,11 @@ const (
 	DescribeNone
 	// DescribeHeld is a describe that reported Token.
 	DescribeHeld
+	// AbortBump is, on a transaction-version-1 cluster, the epoch bump by which the
+	// coordinator may have aborted the current holder's open transaction while serving an
+	// acquire that returned Token, before minting Token for it. It spans the acquire's
+	// interval.
+	AbortBump
 )
 
 // Op is the input of one model step. The checker builds one per history operation that the
@@ -70,6 +82,14 @@ func Init() State { return State{Mint: history.NoToken, Floor: history.NoToken} 
 // no credit) is illegal, unless lenient is set: then it deposes the holder as any fence does.
 // The lenient model accepts exactly the histories whose only fault is such a spurious fence
 // (a liveness bug, reported as spurious-fence rather than as a safety violation).
+//
+// An AbortBump mints the epoch after the mint for nobody (the holder of the mint is deposed),
+// when that epoch is still below the acquire's Token: the coordinator bumped the epoch once to
+// abort, and its next bump gave Token. Otherwise (nothing minted yet, or Token is the next
+// epoch) it changes nothing. The abort epoch is the lowest the bump can have reached; a higher
+// one would only forbid more. AbortBump only ever raises the mint and deposes, so it makes no
+// acquire, acknowledged write or describe legal that was not; what it adds is that the holder
+// of the mint may be fenced, and a describe may report the abort epoch, before Token is minted.
 func Step(s State, op *Op, lenient bool) (bool, State) {
 	switch op.Kind {
 	case Acquire:
@@ -110,6 +130,13 @@ func Step(s State, op *Op, lenient bool) (bool, State) {
 		}
 		if op.Token.Compare(s.Floor) > 0 {
 			s.Floor = op.Token
+		}
+		return true, s
+	case AbortBump:
+		if s.Mint.Valid() && s.Mint.Epoch < math.MaxInt16 {
+			if next := (history.Token{ProducerID: s.Mint.ProducerID, Epoch: s.Mint.Epoch + 1}); next.Less(op.Token) {
+				s.Mint, s.Deposed = next, true
+			}
 		}
 		return true, s
 	}
@@ -211,6 +238,8 @@ func Describe(op *Op, show Show) string {
 		b.WriteString("describe → none")
 	case DescribeHeld:
 		fmt.Fprintf(&b, "describe → %s", tok)
+	case AbortBump:
+		fmt.Fprintf(&b, "acquire → %s: abort bump before it (TV1)", tok)
 	}
 	return b.String()
 }

@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
@@ -49,6 +50,12 @@ func TestStepFollowsSemantics(t *testing.T) {
 		{"describe - above the mint (TV2 commits) - raises the floor", held, model.Op{Kind: model.DescribeHeld, Token: tok(5)}, false, true, state(tok(1), tok(5), false, 0)},
 		{"describe - below the floor but at the mint - legal, floor stays", state(tok(1), tok(5), false, 0), model.Op{Kind: model.DescribeHeld, Token: tok(1)}, false, true, state(tok(1), tok(5), false, 0)},
 		{"describe - below the mint - illegal", held, model.Op{Kind: model.DescribeHeld, Token: tok(0)}, false, false, held},
+		{"abort bump - room below the acquire's token - mints the next epoch for nobody", held, model.Op{Kind: model.AbortBump, Token: tok(5)}, false, true, state(tok(2), tok(1), true, 0)},
+		{"abort bump - acquire's token is the next epoch - no change", held, model.Op{Kind: model.AbortBump, Token: tok(2)}, false, true, held},
+		{"abort bump - acquire's token not above the mint - no change", state(tok(4), none, false, 1), model.Op{Kind: model.AbortBump, Token: tok(3)}, false, true, state(tok(4), none, false, 1)},
+		{"abort bump - nothing minted - no change", state(none, tok(3), false, 0), model.Op{Kind: model.AbortBump, Token: tok(5)}, false, true, state(none, tok(3), false, 0)},
+		{"abort bump - acquire's token on a newer producer id - bumps the old one", held, model.Op{Kind: model.AbortBump, Token: history.Token{ProducerID: 2000, Epoch: 0}}, false, true, state(tok(2), tok(1), true, 0)},
+		{"abort bump - mint at the last epoch - no change", state(tok(math.MaxInt16), none, false, 0), model.Op{Kind: model.AbortBump, Token: history.Token{ProducerID: 2000, Epoch: 3}}, false, true, state(tok(math.MaxInt16), none, false, 0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +64,48 @@ func TestStepFollowsSemantics(t *testing.T) {
 				t.Fatalf("Step = %t, %+v; want %t, %+v", ok, to, tt.ok, tt.to)
 			}
 		})
+	}
+}
+
+// TestAbortBumpOnlyForbidsMore: whatever the state, an abort bump followed by its acquire
+// accepts the acquire exactly when the acquire alone does, and leaves the same state; and
+// after an abort bump alone, no acquire, acknowledged write or describe is legal that was not
+// legal before it (only fences are).
+func TestAbortBumpOnlyForbidsMore(t *testing.T) {
+	none := history.NoToken
+	toks := []history.Token{none, tok(0), tok(1), tok(2), tok(3), tok(4), {ProducerID: 2000, Epoch: 0}, {ProducerID: 2000, Epoch: 1}}
+	var states []model.State
+	for _, mint := range toks {
+		for _, floor := range toks {
+			for _, deposed := range []bool{false, true} {
+				states = append(states, state(mint, floor, deposed, 0), state(mint, floor, deposed, 1))
+			}
+		}
+	}
+	for _, s := range states {
+		for _, acq := range toks[1:] {
+			bump := &model.Op{Kind: model.AbortBump, Token: acq}
+			okB, afterBump := model.Step(s, bump, false)
+			if !okB {
+				t.Fatalf("abort bump illegal from %+v", s)
+			}
+			a := &model.Op{Kind: model.Acquire, Token: acq}
+			ok1, s1 := model.Step(s, a, false)
+			ok2, s2 := model.Step(afterBump, a, false)
+			if ok1 != ok2 || (ok1 && s1 != s2) {
+				t.Fatalf("from %+v, acquire %s alone: %t %+v; after its abort bump: %t %+v", s, acq, ok1, s1, ok2, s2)
+			}
+			for _, k := range []model.Kind{model.Acquire, model.WriteOK, model.DescribeHeld, model.DescribeNone} {
+				for _, x := range toks {
+					op := &model.Op{Kind: k, Token: x}
+					before, _ := model.Step(s, op, false)
+					after, _ := model.Step(afterBump, op, false)
+					if after && !before {
+						t.Fatalf("from %+v, an abort bump for %s makes %+v legal", s, acq, op)
+					}
+				}
+			}
+		}
 	}
 }
 
@@ -82,6 +131,10 @@ func TestPorcupineModelDescribesWhatItChecks(t *testing.T) {
 		t.Fatal("a write by the holder after its acquire is not linearizable")
 	}
 	if got, want := m.DescribeOperation(ops[1].Input, nil), "#7 m2 write-lease (1000,0) → ok"; got != want {
+		t.Errorf("DescribeOperation = %q, want %q", got, want)
+	}
+	bump := &model.Op{Kind: model.AbortBump, Token: tok(3), Hist: &history.Op{ID: 6, Member: "m1", Kind: history.KindAcquire}}
+	if got, want := m.DescribeOperation(bump, nil), "#6 m1 acquire → (1000,3): abort bump before it (TV1)"; got != want {
 		t.Errorf("DescribeOperation = %q, want %q", got, want)
 	}
 	if got, want := m.DescribeState(state(tok(1), tok(3), true, 2)), "mint (1000,1), floor (1000,3), deposed, 2 credits"; got != want {
