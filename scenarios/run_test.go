@@ -3,6 +3,7 @@ package scenarios_test
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -107,11 +108,50 @@ func TestScenariosLocalKafka(t *testing.T) {
 // TestScenariosContainers runs the partition scenario (and, in the long tests, the
 // coordinator kill) against Apache Kafka in containers (the project's engine and images:
 // make docker-engine images).
+//
+// The partition runs on a SASL_SSL cluster: the one containers cluster start make test pays
+// for here also proves that a containers cluster starts secured (certificates, SCRAM
+// credentials made at format time, the authorizer, all inside the containers), that links
+// cut under TLS, and that no file of the run or of the brokers' logs holds the password or
+// a private key. cluster/containers' own tests run plaintext containers clusters.
 func TestScenariosContainers(t *testing.T) {
 	testenv.NeedDocker(t, "starts Kafka clusters")
 	// The containers backend's broker kill, pause and link cut are tested in its own package;
 	// here one scenario shows a whole run valid on it, and the long tests add a kill.
-	t.Run("holder-partition", func(t *testing.T) { runScenario(t, "holder-partition", scenarios.KindContainers, 11) })
+	t.Run("holder-partition", func(t *testing.T) {
+		const name, seed = "holder-partition", 11
+		s, _, err := scenarios.Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.UseCluster(scenarios.KindContainers)
+		s.Cluster.Security = scenarios.SecuritySASLSSL
+		// The test starts the cluster, not the run, so that it can read the generated password
+		// and keys before Close removes them. The brokers' logs go under root with the run
+		// directory, so the leak check reads them too.
+		root := t.TempDir()
+		ctx := context.Background()
+		cl, err := scenarios.StartCluster(ctx, s.Cluster, filepath.Join(root, "brokers"), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeCluster := sync.OnceValue(func() error { return cl.Close(ctx) })
+		t.Cleanup(func() { closeCluster() })
+		if sec := cluster.ClientSecurity(cl); sec == nil || sec.TLS == nil || sec.SASLMechanism == "" {
+			t.Fatalf("the containers cluster's client security is %v; want SASL_SSL", sec)
+		}
+		secrets := clusterSecrets(t, cl)
+		out, err := scenarios.Run(ctx, s, scenarios.Options{Root: root, Seed: seed, Cluster: cl})
+		mustBeValid(t, name, "a SASL_SSL "+scenarios.KindContainers, seed, out, err)
+		// Closed first, so that the brokers' logs are complete when they are read.
+		if err := closeCluster(); err != nil {
+			t.Fatal(err)
+		}
+		if logs, _ := filepath.Glob(filepath.Join(root, "brokers", "*.log")); len(logs) != cl.Info().Brokers {
+			t.Fatalf("broker logs %v under %s; want one per broker (%d) for the leak check to read", logs, root, cl.Info().Brokers)
+		}
+		mustLeakNoSecret(t, root, out, secrets, scenarios.SecuritySASLSSL)
+	})
 	t.Run("kill-coordinator", func(t *testing.T) {
 		testenv.Long(t)
 		runScenario(t, "kill-coordinator", scenarios.KindContainers, 11)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
@@ -20,7 +21,8 @@ import (
 // TestSecuredRunLeaksNoSecret runs holder-partition (links cut under TLS) on a SASL_SSL
 // cluster, attached as an external cluster whose credentials come from FENCECHECK_*
 // variables naming files, and then greps every file of the run directory for the password
-// and for the key material of the brokers and the client.
+// and for the key material of the brokers and the client. TestScenariosContainers does the
+// same on a SASL_SSL containers cluster that fencecheck runs itself.
 func TestSecuredRunLeaksNoSecret(t *testing.T) {
 	testenv.NeedKafka(t, "starts a Kafka cluster")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -34,10 +36,46 @@ func TestSecuredRunLeaksNoSecret(t *testing.T) {
 	t.Setenv(scenarios.EnvSASLUsername, lc.ClientSecurity().Username)
 	t.Setenv(scenarios.EnvSASLPasswordFile, pwFile)
 	t.Setenv(scenarios.EnvTLSCAFile, ca)
+	secrets := clusterSecrets(t, lc)
 
-	// The secrets to look for: the password, and the body of every private key fencecheck
-	// generated for the cluster.
-	secrets := map[string][]byte{"password": []byte(lc.ClientSecurity().Password)}
+	s, _, err := scenarios.Builtin("holder-partition")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.UseCluster(scenarios.KindExternal)
+	s.Cluster.Bootstrap = strings.Join(lc.Bootstrap(), ",")
+	s.Cluster.Security = scenarios.SecuritySASLSSL
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: 17})
+	mustBeValid(t, "holder-partition", "a SASL_SSL "+scenarios.KindExternal, 17, out, err)
+	mustLeakNoSecret(t, root, out, secrets, scenarios.SecuritySASLSSL)
+}
+
+// securedCluster is a local or containers cluster with a secured client listener: both
+// generate their certificates and credentials in the cluster folder at start.
+type securedCluster interface {
+	ClientSecurity() *cluster.Security
+	SecurityFiles() (ca, cert, key, passwordFile string)
+}
+
+// clusterSecrets returns what no file of a run on cl may hold, by what it is: the
+// administrator's SCRAM password, and the first line of base64 of every private key
+// fencecheck generated for cl (the brokers' and the client's). Call it while cl runs: Close
+// removes the cluster folder that holds the keys.
+func clusterSecrets(t *testing.T, cl cluster.Cluster) map[string][]byte {
+	t.Helper()
+	sc, ok := cl.(securedCluster)
+	if !ok || sc.ClientSecurity() == nil {
+		t.Fatalf("the %s cluster has no secured listener", cl.Info().Kind)
+	}
+	_, _, _, pwFile := sc.SecurityFiles()
+	if pwFile == "" {
+		t.Fatalf("the %s cluster has no SASL password file (security %s)", cl.Info().Kind, sc.ClientSecurity())
+	}
+	secrets := map[string][]byte{"password": []byte(sc.ClientSecurity().Password)}
 	keys, _ := filepath.Glob(filepath.Join(filepath.Dir(pwFile), "*.pem"))
 	for _, f := range keys {
 		data, err := os.ReadFile(f)
@@ -59,23 +97,16 @@ func TestSecuredRunLeaksNoSecret(t *testing.T) {
 	if len(secrets) < 3 {
 		t.Fatalf("found %d secrets to look for (the password and two keys expected)", len(secrets))
 	}
+	return secrets
+}
 
-	s, _, err := scenarios.Builtin("holder-partition")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.UseCluster(scenarios.KindExternal)
-	s.Cluster.Bootstrap = strings.Join(lc.Bootstrap(), ",")
-	s.Cluster.Security = scenarios.SecuritySASLSSL
-	if err := s.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: 17})
-	mustBeValid(t, "holder-partition", "a SASL_SSL "+scenarios.KindExternal, 17, out, err)
-
-	files := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+// mustLeakNoSecret greps every file under root (the run directories, and whatever else the
+// test put there, such as broker logs) for each of secrets and for any PEM private key, and
+// checks that the run.json of out records the security mode.
+func mustLeakNoSecret(t *testing.T, root string, out *scenarios.Outcome, secrets map[string][]byte, mode string) {
+	t.Helper()
+	files, leaks := 0, 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Type()&fs.ModeSymlink != 0 {
 			return err
 		}
@@ -87,10 +118,12 @@ func TestSecuredRunLeaksNoSecret(t *testing.T) {
 		for what, secret := range secrets {
 			if bytes.Contains(data, secret) {
 				t.Errorf("%s holds the %s", path, what)
+				leaks++
 			}
 		}
 		if bytes.Contains(data, []byte("PRIVATE KEY")) {
 			t.Errorf("%s holds a private key", path)
+			leaks++
 		}
 		return nil
 	})
@@ -101,10 +134,13 @@ func TestSecuredRunLeaksNoSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(runJSON, []byte(`"security"`)) || !bytes.Contains(runJSON, []byte(`"sasl-ssl"`)) {
-		t.Errorf("run.json does not record the security mode:\n%s", runJSON)
+	if !bytes.Contains(runJSON, []byte(`"security"`)) || !bytes.Contains(runJSON, []byte(`"`+mode+`"`)) {
+		t.Errorf("run.json does not record the security mode %s:\n%s", mode, runJSON)
 	}
-	t.Logf("%d files of the run checked; none holds a secret", files)
+	if files == 0 {
+		t.Fatalf("no file under %s to check", root)
+	}
+	t.Logf("%d files under %s checked; %d secrets found", files, root, leaks)
 }
 
 // TestUnauthorizedMemberNeverHolds runs steady on a SASL cluster where process p2
