@@ -261,7 +261,8 @@ func (m *material) properties() map[string]string {
 
 // formatArgs are the storage tool's --add-scram arguments: the admin's SCRAM credentials for
 // both mechanisms, given as salt and salted password so that the password itself never
-// appears on a command line.
+// appears on a command line. The salted password does, while the tool runs, and SCRAM accepts
+// it in place of the password (docs/security.md says so).
 func (m *material) formatArgs() ([]string, error) {
 	if !m.sasl() {
 		return nil, nil
