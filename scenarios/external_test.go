@@ -102,8 +102,8 @@ state_file: state.json
 	return &posingCluster{lc: lc, commands: file}
 }
 
-// TestScenariosExternalCommands runs holder-partition, kill-coordinator (a long test),
-// pause-broker and isolate-broker on a local Kafka cluster posing as external, with broker faults through
+// TestScenariosExternalCommands runs holder-partition, kill-coordinator and isolate-broker
+// (long tests) and pause-broker on a local Kafka cluster posing as external, with broker faults through
 // command templates, and requires them valid with their promises (fault-took-hold included:
 // for isolate-broker, the other brokers dropped the isolated one from their metadata). Then it
 // kills `fencecheck run` with SIGKILL while one broker is isolated, one paused and one killed,
@@ -114,9 +114,16 @@ func TestScenariosExternalCommands(t *testing.T) {
 	bootstrap := strings.Join(pc.lc.Bootstrap(), ",")
 	for _, name := range []string{"holder-partition", "kill-coordinator", "pause-broker", "isolate-broker"} {
 		t.Run(name, func(t *testing.T) {
-			if name == "kill-coordinator" {
+			switch name {
+			case "kill-coordinator":
 				// 60 s on Kafka; the kill and restart commands are also run by the crash
 				// below, and the scenario itself by TestScenariosLocalKafka.
+				testenv.Long(t)
+			case "isolate-broker":
+				// Kafka itself sometimes makes it invalid: a coordinator cut off from its
+				// peers can answer a Describe from its old state around the heal (README,
+				// Findings; seen here in CI once). The isolate and unisolate commands run in
+				// the crash below, and the isolation's effect in nemesis' own tests.
 				testenv.Long(t)
 			}
 			runExternal(t, name, bootstrap, pc.commands)
