@@ -116,24 +116,7 @@ func TestInterruptMidFault(t *testing.T) {
 	bin := buildBinary(t)
 	out := t.TempDir()
 	cmd := exec.Command(bin, "run", "holder-partition", "--seed", "4", "--out", out)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever happens, nothing survives the test
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines := outputLines(t, cmd)
 
 	// Wait until the history records a fault window that took hold... by watching the file.
 	var hist string
@@ -317,4 +300,36 @@ func TestClusterUpContainersInterrupt(t *testing.T) {
 	if !slices.Contains(printed, "cluster stopped") {
 		t.Errorf("no \"cluster stopped\" line; output:\n%s", strings.Join(printed, "\n"))
 	}
+}
+
+// startInGroup starts cmd in a process group of its own and kills the whole group when the
+// test ends, whatever happens: nothing a test starts survives it.
+func startInGroup(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+}
+
+// outputLines starts cmd as startInGroup does, its stdout and stderr together, and returns
+// the lines of that output as they come; the channel closes when the output ends.
+func outputLines(t *testing.T, cmd *exec.Cmd) <-chan string {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	startInGroup(t, cmd)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return lines
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,24 +54,7 @@ func TestShrinkCtrlC(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "shrink")
 	cmd := exec.Command(bin, "shrink", origin, "--budget", "2m", "--tries", "1", "--out", out)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever happens, nothing survives the test
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines := outputLines(t, cmd)
 	var printed []string
 	timeout := time.After(2 * time.Minute)
 wait:
