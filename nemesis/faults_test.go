@@ -541,3 +541,52 @@ func TestMemberFaults(t *testing.T) {
 		}
 	})
 }
+
+// lateHolder is a zombie whose role has no holder until holdsAt: a step that comes during a
+// handoff.
+type lateHolder struct {
+	*zombie
+	holdsAt time.Time
+}
+
+func (l *lateHolder) Holder(role string) (nemesis.Member, bool) {
+	if time.Now().Before(l.holdsAt) {
+		return nemesis.Member{}, false
+	}
+	return l.zombie.Holder(role)
+}
+
+// TestFreezeWaitsForAHolder: a freeze of "the holder of r" when nobody holds r takes the next
+// holder that comes within a lease, and gives up (no target) when none comes.
+func TestFreezeWaitsForAHolder(t *testing.T) {
+	testenv.Light(t)
+	m := nemesis.Member{Process: 1, Role: "role-1", ID: "m1"}
+	spec := nemesis.Spec{Fault: "freeze", Target: nemesis.Target{Role: "role-1"}, Params: nemesis.Params{Point: "before-write"}}
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		want  error
+	}{{"a holder within the lease", lease / 2, nil}, {"no holder within the lease", 3 * lease, nemesis.ErrNoTarget}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			z := &lateHolder{zombie: &zombie{m: m}, holdsAt: time.Now().Add(tc.after)}
+			f := newFixture(t, 1, func(e *nemesis.Env) { e.Freezer = z })
+			inj, err := f.n.Prepare(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			err = inj.Setup(context.Background())
+			took := time.Since(began)
+			if !errors.Is(err, tc.want) && !(tc.want == nil && err == nil) {
+				t.Fatalf("setup after %v: %v, want %v", took, err, tc.want)
+			}
+			if tc.want == nil {
+				if got := inj.Window().Targets; len(got) != 1 || got[0] != m.String() {
+					t.Errorf("targets %v after %v, want [%s]", got, took, m)
+				}
+				inj.Cleanup(context.Background())
+			}
+		})
+	}
+}

@@ -63,9 +63,21 @@ func (f *freeze) Setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m, ok := fz.Holder(role)
-	if !ok {
-		return fmt.Errorf("holder of %s: nobody holds it now: %w", role, ErrNoTarget)
+	// A step may come between two holders (a handoff, a holder just deposed by an earlier
+	// step): the freeze then takes the next holder, if one comes within a lease.
+	wait := f.n.env.Lease
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var m Member
+	err = poll(wctx, ErrNoTarget, func() error {
+		var ok bool
+		if m, ok = fz.Holder(role); !ok {
+			return fmt.Errorf("holder of %s: nobody held it for %v", role, wait)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	f.role, f.m = role, m
 	return nil
