@@ -159,6 +159,7 @@ type Network struct {
 	log        *slog.Logger
 
 	createMu sync.Mutex // serializes proxy creation (port choice, names)
+	claimed  []int      // ports this network picked and claimed (ports.Claim); under createMu
 
 	connDial DialFunc // of conn links; nil: TCP
 
@@ -517,12 +518,27 @@ func (n *Network) createProxy(ctx context.Context, name, listen, upstream string
 	pick := port == "0"
 	var lastErr error
 	for range 30 {
+		var picked int
 		if pick {
-			port = strconv.Itoa(ports.Random(n.portRange))
+			// Claimed, not only bound: while the link is down its listener
+			// is closed, and another fencecheck process must not take the
+			// port before the link comes back up on it.
+			picked = ports.Random(n.portRange)
+			if !ports.Claim(picked) {
+				lastErr = fmt.Errorf("port %d is claimed by another fencecheck process", picked)
+				continue
+			}
+			port = strconv.Itoa(picked)
 		}
 		p, err := n.api.createProxy(ctx, name, net.JoinHostPort(host, port), upstream)
 		if err == nil {
+			if pick {
+				n.claimed = append(n.claimed, picked)
+			}
 			return ProxyInfo{Name: p.Name, Listen: p.Listen, Upstream: p.Upstream}, nil
+		}
+		if pick {
+			ports.Release(picked)
 		}
 		lastErr = err
 		// A taken port comes back as a 500 naming the bind error; any
@@ -615,6 +631,7 @@ func (n *Network) Close(ctx context.Context) error {
 		return nil
 	}
 	n.closed = true
+	defer func() { ports.Release(n.claimed...); n.claimed = nil }()
 	links := make([]*Link, 0, len(n.links))
 	for _, l := range n.links {
 		links = append(links, l)

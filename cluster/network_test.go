@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/internal/ports"
 )
 
 // echoServer stands in for a broker: it echoes what it reads.
@@ -216,4 +218,49 @@ func BenchmarkProcessLinks(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// A link that is down has closed its listener, yet its port must stay this
+// network's until Close: other fencecheck processes pick ports by checking
+// that they are free, and one that took the port would make the heal fail
+// ("bind: address already in use", seen in CI with the two test lanes).
+func TestDownLinkKeepsItsPortClaimed(t *testing.T) {
+	ctx := context.Background()
+	n, err := cluster.NewNetwork(ctx, cluster.NetworkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(ctx)
+	b := echoServer(t)
+	if err := n.AddBroker(1, b, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Dialer(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	l := n.ProcessLink(1, 1)
+	_, ps, err := net.SplitHostPort(l.Proxies()[0].Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(ps)
+	if err := l.Disable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", ps)); err != nil {
+		t.Fatalf("port %d still bound while the link is down: %v", port, err)
+	} else {
+		ln.Close()
+	}
+	if ports.Claim(port) {
+		ports.Release(port)
+		t.Fatalf("port %d of a down link is not claimed", port)
+	}
+	if err := n.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !ports.Claim(port) {
+		t.Fatalf("port %d still claimed after Close", port)
+	}
+	ports.Release(port)
 }

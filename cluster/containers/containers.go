@@ -397,6 +397,7 @@ type runner struct {
 	owner   string
 	ownDir  string // the cluster folder New made, "" if the caller gave one
 	log     *slog.Logger
+	apiPort int // the toxiproxy container's API port, claimed until removeAll
 
 	mu       sync.Mutex
 	idle     *sync.Cond // signalled when inflight drops to 0
@@ -590,6 +591,7 @@ func (r *runner) startToxiproxy(ctx context.Context, image string, nopts cluster
 	if err != nil {
 		return "", err
 	}
+	r.apiPort = port
 	name := r.name("toxiproxy")
 	ctr, err := r.run(ctx, image, name, nil, []string{"-host", "127.0.0.1", "-port", strconv.Itoa(port)}, nil, nil, "")
 	if err != nil {
@@ -641,6 +643,7 @@ func (r *runner) removeAll(ctx context.Context) {
 			r.log.Warn("remove container", "id", id, "err", err)
 		}
 	}
+	ports.Release(r.apiPort)
 }
 
 // reapOrphans removes containers whose owning fencecheck process is gone

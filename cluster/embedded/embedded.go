@@ -100,6 +100,7 @@ type Cluster struct {
 	brokers map[int32]*broker
 	byAddr  map[string]*broker           // listener address → broker
 	lns     map[string]*trackingListener // listener address → its current listener
+	ports   []int                        // broker ports, claimed (ports.Free) until Close
 }
 
 type broker struct {
@@ -135,6 +136,7 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 	// Ports below the ephemeral range, so Restart can re-bind them.
 	pts := make([]int, opts.Brokers)
+	c.ports = pts // released by Close, also on a failed start
 	for i := range pts {
 		p, err := ports.Free(ports.Default())
 		if err != nil {
@@ -410,6 +412,7 @@ func (c *Cluster) Close(ctx context.Context) error {
 	for _, gc := range conns {
 		gc.Close()
 	}
+	ports.Release(c.ports...)
 	return errors.Join(errs...)
 }
 

@@ -50,9 +50,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// needKafka skips a test that needs the broker jars when they are missing.
+// needKafka skips a test that needs the broker jars when they are missing,
+// and under -short, which promises no Kafka JVMs.
 func needKafka(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts Kafka JVMs (-short)")
+	}
 	if missing != "" {
 		t.Skipf("local Kafka not installed (%s); set %s=1 to fail instead", missing, EnvRequireKafka)
 	}

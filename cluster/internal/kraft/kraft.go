@@ -136,6 +136,7 @@ type Cluster struct {
 	net       *cluster.Network
 	cl        *kgo.Client // admin, on Bootstrap; set once started (mu)
 	sec       *material   // nil for a plaintext cluster
+	claimed   []int       // broker ports picked by makeLinks (ports.Claim), released by Close
 
 	mu     sync.Mutex
 	closed bool
@@ -318,9 +319,13 @@ func (c *Cluster) makeLinks(ctx context.Context) error {
 	pick := func(hosts ...string) (int, error) {
 		for {
 			p, err := ports.Free(r, hosts...)
-			if err != nil || !used[p] {
+			if err != nil {
+				return 0, err
+			}
+			c.claimed = append(c.claimed, p)
+			if !used[p] {
 				used[p] = true
-				return p, err
+				return p, nil
 			}
 		}
 	}
@@ -890,6 +895,8 @@ func (c *Cluster) Close(ctx context.Context) error {
 	if c.ownDir {
 		errs = append(errs, os.RemoveAll(c.cfg.Dir))
 	}
+	// After the brokers exited: until then a killed broker may come back.
+	ports.Release(c.claimed...)
 	return errors.Join(errs...)
 }
 
