@@ -492,8 +492,12 @@ func (sh *shrinker) search(ctx context.Context) {
 						return
 					}
 					if !sh.fits(c.p) {
-						sh.say("budget: %v left, kept for the fresh tries; the search stops after %d candidates",
-							time.Until(sh.deadline).Round(time.Second), len(sh.res.Candidates))
+						left := time.Until(sh.deadline).Round(time.Second)
+						if sh.opts.Confirm > 0 {
+							sh.say("budget: %v left, kept for the fresh tries; the search stops after %d candidates", left, len(sh.res.Candidates))
+						} else {
+							sh.say("budget: %v left, too little for another candidate; the search stops after %d candidates", left, len(sh.res.Candidates))
+						}
 						return
 					}
 					if sh.eval(ctx, c.p, c.what) {
