@@ -180,6 +180,8 @@ type shrinker struct {
 	mu       sync.Mutex
 	overhead time.Duration
 	measured bool
+	// wentBack says settle went back to an earlier plan: it does so once.
+	wentBack bool
 }
 
 // kept is a plan the search kept, with its tries.
@@ -398,19 +400,36 @@ func (sh *shrinker) roundTime(d time.Duration) time.Duration {
 	}
 }
 
-// reserve is the time the search leaves for confirming p: its Confirm fresh tries, but at
-// most half the budget (a confirmation that needs more runs the tries that fit in it).
-func (sh *shrinker) reserve(p plan) time.Duration {
+// confirmTime estimates how long confirming p takes: its Confirm fresh tries.
+func (sh *shrinker) confirmTime(p plan) time.Duration {
 	if sh.opts.Confirm <= 0 {
 		return 0
 	}
-	return min(time.Duration(sh.rounds(sh.opts.Confirm))*sh.roundTime(p.s.Duration.D()), sh.opts.Budget/2)
+	return time.Duration(sh.rounds(sh.opts.Confirm)) * sh.roundTime(p.s.Duration.D())
 }
 
-// fits reports whether candidate p's tries, and then the confirmation of the best plan so
-// far (which p is no larger than), fit in what is left of the budget.
+// reserve is the time the search leaves for what follows it: the confirmation of the best
+// plan and, while settle may still go back, the confirmation of the plan it would go back to
+// (the best plan itself, when every kept candidate failed every try: the next one kept may
+// not). A result that reproduces too rarely is then replaced by a more reliable one rather
+// than kept for want of time. Together at most half the budget: a confirmation that needs
+// more runs the tries that fit in it.
+func (sh *shrinker) reserve() time.Duration {
+	r := sh.confirmTime(sh.best)
+	if !sh.wentBack {
+		back, ok := sh.flaky()
+		if !ok {
+			back.p = sh.best
+		}
+		r += sh.confirmTime(back.p)
+	}
+	return min(r, sh.opts.Budget/2)
+}
+
+// fits reports whether candidate p's tries, and then what the search leaves time for (see
+// reserve), fit in what is left of the budget.
 func (sh *shrinker) fits(p plan) bool {
-	need := time.Duration(sh.rounds(sh.opts.Tries))*sh.roundTime(p.s.Duration.D()) + sh.reserve(sh.best)
+	need := time.Duration(sh.rounds(sh.opts.Tries))*sh.roundTime(p.s.Duration.D()) + sh.reserve()
 	return time.Until(sh.deadline) >= need
 }
 
@@ -430,7 +449,7 @@ func (sh *shrinker) eval(ctx context.Context, p plan, what string) bool {
 	for i := range seedList {
 		seedList[i] = sh.o.Info.Seed + uint64(i)
 	}
-	tctx, cancel := context.WithDeadline(ctx, sh.deadline.Add(-sh.reserve(sh.best)))
+	tctx, cancel := context.WithDeadline(ctx, sh.deadline.Add(-sh.reserve()))
 	outs, ok, err := sh.tries(tctx, s, seedList, nil)
 	cancel()
 	if !ok {
@@ -525,7 +544,6 @@ func (sh *shrinker) search(ctx context.Context) {
 // one through); then by doubling the run's duration, up to the original's (most failures
 // need a handoff at the wrong moment, and a longer run has more of them).
 func (sh *shrinker) settle(ctx context.Context) error {
-	wentBack := false
 	for {
 		if err := sh.write(); err != nil { // confirm tries the written file
 			return err
@@ -542,12 +560,12 @@ func (sh *shrinker) settle(ctx context.Context) error {
 		rare := fmt.Sprintf("the result reproduces %d/%d, below %d/%d", sh.res.Fails, sh.res.Tries, want, sh.res.Tries)
 		back, ok := sh.flaky()
 		switch d, orig := sh.best.s.Duration.D(), sh.res.Before.Duration; {
-		case ok && !wentBack:
-			if left := time.Until(sh.deadline); left < sh.reserve(back.p) {
+		case ok && !sh.wentBack:
+			if left := time.Until(sh.deadline); left < min(sh.confirmTime(back.p), sh.opts.Budget/2) {
 				sh.say("%s; the budget's %v left is too short to confirm another result: keeping it", rare, left.Round(time.Second))
 				return nil
 			}
-			wentBack = true
+			sh.wentBack = true
 			sh.unmeasured()
 			sh.say("%s: going back to #%d (%s) and requiring all %d tries to fail", rare, back.n, back.p.shape(), sh.opts.Tries)
 			sh.restore(back)
@@ -558,7 +576,7 @@ func (sh *shrinker) settle(ctx context.Context) error {
 			nd := min(2*d, orig)
 			longer := sh.best
 			longer.s.Duration = units.Duration(nd)
-			if left := time.Until(sh.deadline); left < sh.reserve(longer) {
+			if left := time.Until(sh.deadline); left < min(sh.confirmTime(longer), sh.opts.Budget/2) {
 				sh.say("%s; the budget's %v left is too short to confirm a %v run: keeping it", rare, left.Round(time.Second), nd)
 				return nil
 			}
