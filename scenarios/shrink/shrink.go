@@ -366,8 +366,8 @@ func (sh *shrinker) tries(ctx context.Context, s *scenarios.Scenario, seeds []ui
 // final reads, check, and the slowdown of running tries side by side), measured on every try
 // that ran to its end. The longest overhead measured is used, so that estimates err on the
 // side of staying within the budget. Before the first try ends, the overhead is a guess:
-// firstOverhead on the embedded cluster, firstOverheadReal on the others (a real cluster
-// starts and stops in every try).
+// firstOverhead on the embedded cluster and on an external one (which is up already),
+// firstOverheadReal on local and containers (a real cluster starts and stops in every try).
 const (
 	firstOverhead     = 5 * time.Second
 	firstOverheadReal = time.Minute
@@ -393,7 +393,7 @@ func (sh *shrinker) roundTime(d time.Duration) time.Duration {
 	switch {
 	case sh.measured:
 		return d + sh.overhead
-	case sh.o.Scenario.Cluster.Kind == scenarios.KindEmbedded:
+	case sh.o.Scenario.Cluster.Kind == scenarios.KindEmbedded, sh.o.Scenario.Cluster.Kind == scenarios.KindExternal:
 		return d + firstOverhead
 	default:
 		return d + firstOverheadReal

@@ -339,7 +339,7 @@ func TestShrinkKafkaAwareFaults(t *testing.T) {
 
 	out := t.TempDir()
 	var progress strings.Builder
-	res, err := Run(context.Background(), o, Options{Out: out, Budget: 40 * time.Second, Tries: 2, Confirm: 2, Progress: &progress})
+	res, err := Run(context.Background(), o, Options{Out: out, Budget: time.Minute, Tries: 2, Confirm: 2, Progress: &progress})
 	t.Logf("progress:\n%s", progress.String())
 	if err != nil {
 		t.Fatal(err)
