@@ -31,10 +31,14 @@ The result goes to --out (default DIR/shrink): scenario.yaml (the minimal scenar
 comment on where it came from, its reproduction rate and the seeds that failed), shrink.json
 (every candidate and its failure rate), runs/ (every try) and smallest-failing-run (a link to
 the smallest failing run's directory). After the search, --confirm fresh tries measure the
-result's reproduction rate. The best result so far is written after every improvement;
-Ctrl-C stops the search and keeps it.
+result's reproduction rate. --budget bounds the whole shrink: the search stops early enough
+to leave time for the fresh tries (estimated from the candidates' measured tries), and a
+fresh try that would not end within the budget is not started; shrink.json says how many
+ran ("7/8 within the budget, 10 asked"). The best result so far is written after every
+improvement; Ctrl-C stops the search and keeps it.
 
-Exit codes: 0 a result that reproduced, 2 interrupted or not reproduced in the fresh tries,
+Exit codes: 0 a result that reproduced, 2 interrupted or not reproduced in the fresh tries
+(or none of them ended within the budget),
 254 usage (DIR is not a failing run), 255 harness error.`,
 		Example: `  fencecheck shrink runs/latest
   fencecheck shrink runs/chaos/20261201T150038Z-1 --budget 5m --tries 2
@@ -55,7 +59,7 @@ Exit codes: 0 a result that reproduced, 2 interrupted or not reproduced in the f
 				}
 				return harnessErr(err)
 			}
-			if res.Interrupted || res.Tries > 0 && res.Fails == 0 {
+			if res.Interrupted || res.Asked > 0 && res.Fails == 0 {
 				return verdictExit(checker.VerdictInconclusive)
 			}
 			return nil
@@ -63,7 +67,7 @@ Exit codes: 0 a result that reproduced, 2 interrupted or not reproduced in the f
 	}
 	fl := c.Flags()
 	fl.StringVar(&opts.Out, "out", "", "output folder (default DIR/shrink)")
-	fl.DurationVar(&opts.Budget, "budget", 10*time.Minute, "time for the search; the fresh tries come after it")
+	fl.DurationVar(&opts.Budget, "budget", 10*time.Minute, "time for the whole shrink: the search and the fresh tries")
 	fl.IntVar(&opts.Tries, "tries", 0, "tries per candidate (default 3 on the embedded cluster, 1 on the others)")
 	fl.IntVar(&opts.Confirm, "confirm", 0, "fresh tries that measure the result's reproduction rate (default 10 on the embedded cluster, 3 on the others; -1: none)")
 	fl.IntVar(&opts.Parallel, "parallel", 0, "tries run at once (default 4 on the embedded cluster, whose runs mostly wait on lease timers; 1 on the others)")

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
@@ -66,6 +68,10 @@ func Load(dir string) (*Origin, error) {
 	if err := json.Unmarshal(info.Expanded, &s); err != nil {
 		return nil, bad("run.json: expanded_scenario: %v", err)
 	}
+	// The expanded scenario is the one that ran: on a Kafka cluster its on_kafka timing is
+	// applied already. Kept, the runner would apply it again to every candidate, undoing a
+	// shorter run or a shorter script.
+	s.OnKafka = nil
 	res, err := checker.ReadResultsFile(d.Results())
 	if err != nil {
 		return nil, bad("%v (check the run first: fencecheck check %s)", err, dir)
@@ -121,10 +127,10 @@ func stepLines(steps []nemesis.Step) []string {
 // Explicit turns the fault windows of h, a run of s with a random schedule, into script steps
 // that replay the same faults at the same times on the same targets: links become
 // "pN from bM,...", brokers their ids, a frozen member "holder of ROLE", a moved coordinator
-// "of ROLE". Times count from the workload's start (the first operation's invocation) and are
+// "of ROLE", a Kafka-aware fault's requests the processes picked (see kafkaTarget). Times count from the workload's start (the first operation's invocation) and are
 // rounded to 100 ms. Each step takes its parameters and duration from the schedule's menu
-// entry of that fault (the first, when several name it), else the fault's defaults and the
-// schedule's duration.
+// entry of that fault (the first, when several name it; for a Kafka-aware fault, the first
+// of the window's request type), else the fault's defaults and the schedule's duration.
 func Explicit(s *scenarios.Scenario, h *history.History) ([]nemesis.Step, error) {
 	rs := s.Nemesis.Random
 	if rs == nil {
@@ -154,13 +160,17 @@ func Explicit(s *scenarios.Scenario, h *history.History) ([]nemesis.Step, error)
 			name = "freeze"
 		}
 		spec := nemesis.Spec{Fault: name}
-		for _, m := range rs.Faults {
-			if m.Fault == name {
-				spec.Params, spec.For = m.Params, m.For
-				break
-			}
+		menu, found := menuEntry(rs.Faults, name, f)
+		if found {
+			spec.Params, spec.For = menu.Params, menu.For
 		}
-		if err := target(&spec, f); err != nil {
+		var err error
+		if isKafka(name) {
+			err = kafkaTarget(&spec, menu.Target, f)
+		} else {
+			err = target(&spec, f)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("fault window %d (%s %s): %w", f.ID, f.Kind, strings.Join(f.Targets, " "), err)
 		}
 		if spec.For == 0 && !nemesis.IsEvent(name) {
@@ -177,6 +187,106 @@ func Explicit(s *scenarios.Scenario, h *history.History) ([]nemesis.Step, error)
 		steps = append(steps, st)
 	}
 	return steps, nil
+}
+
+// isKafka reports whether the fault named name is a Kafka-aware one (drop, hold, delay, ...):
+// the only faults a random schedule's default menu leaves out.
+func isKafka(name string) bool {
+	return nemesis.UsesProcesses(name) && !slices.Contains(nemesis.DefaultMenu(), name)
+}
+
+// windowAPI is the request type a Kafka-aware fault's window acted on: its targets are
+// "pN:API", one per process.
+func windowAPI(f history.Fault) string {
+	if len(f.Targets) == 0 {
+		return ""
+	}
+	_, api, _ := strings.Cut(f.Targets[0], ":")
+	return api
+}
+
+// sameAPI reports whether two request type names name the same type ("EndTxn", "endtxn",
+// "end_txn").
+func sameAPI(a, b string) bool {
+	ka, oka := cluster.KafkaAPIKey(a)
+	kb, okb := cluster.KafkaAPIKey(b)
+	return oka && okb && ka == kb
+}
+
+// menuEntry returns the menu entry a fault window carried out: the first entry of its fault;
+// for a Kafka-aware fault, the first of its fault that names the window's request type, else
+// the first that names none (the fault's default type). found is false when no entry names
+// the fault (the default menu).
+func menuEntry(menu []nemesis.Spec, name string, f history.Fault) (nemesis.Spec, bool) {
+	var first, noAPI *nemesis.Spec
+	for i := range menu {
+		m := &menu[i]
+		if m.Fault != name {
+			continue
+		}
+		if !isKafka(name) {
+			return *m, true
+		}
+		if api := windowAPI(f); m.Params.API != "" && sameAPI(m.Params.API, api) {
+			return *m, true
+		}
+		if first == nil {
+			first = m
+		}
+		if noAPI == nil && m.Params.API == "" {
+			noAPI = m
+		}
+	}
+	switch {
+	case noAPI != nil:
+		return *noAPI, true
+	case first != nil:
+		return *first, true
+	}
+	return nemesis.Spec{}, false
+}
+
+// holderRole finds the role in a Kafka-aware window's description, "... of p3 (holder of r1) ...".
+var holderRole = regexp.MustCompile(`\(holder of ([^)\s]+)\)`)
+
+// kafkaTarget sets a Kafka-aware fault's target from the menu entry's (menu) and the window:
+// every process, and a holder, are replayed as they were picked (all processes; whoever holds
+// the role at that moment of the new run, as freeze is); a random pick becomes the processes
+// it picked. A role that narrows the requests to its transactional id is the menu's.
+func kafkaTarget(spec *nemesis.Spec, menu nemesis.Target, f history.Fault) error {
+	var procs []int
+	for _, t := range f.Targets {
+		p, _, ok := strings.Cut(t, ":")
+		n, err := strconv.Atoi(strings.TrimPrefix(p, "p"))
+		if !ok || err != nil || !strings.HasPrefix(p, "p") {
+			return fmt.Errorf("target %q: want a process's requests pN:API", t)
+		}
+		if !slices.Contains(procs, n) {
+			procs = append(procs, n)
+		}
+	}
+	if len(procs) == 0 {
+		return errors.New("no processes")
+	}
+	slices.Sort(procs)
+	if spec.Params.API == "" {
+		spec.Params.API = windowAPI(f) // the fault's default, said in the script
+	}
+	spec.Target.Role = menu.Role
+	switch sel := menu.Processes; sel.Kind {
+	case nemesis.SelectDefault, nemesis.SelectAll:
+		spec.Target.Processes = nemesis.All() // the default, said in the script
+	case nemesis.SelectHolder:
+		m := holderRole.FindStringSubmatch(f.Desc)
+		if m == nil {
+			return fmt.Errorf("the window does not say whose holder it picked: %q", f.Desc)
+		}
+		sel.Role = m[1]
+		spec.Target.Processes = sel
+	default:
+		spec.Target.Processes = nemesis.IDs(procs...)
+	}
+	return nil
 }
 
 // target sets spec's target from a window's targets.

@@ -75,7 +75,9 @@ func (sh *shrinker) scenarioFile() ([]byte, error) {
 	fmt.Fprintf(&c, "# (scenario %s, seed %d, transport %s, %s cluster): %s.\n", r.Scenario, r.Seed, r.Transport, r.Cluster, r.Before)
 	fmt.Fprintf(&c, "# This scenario breaks %s: %s.\n", strings.Join(r.Guarantees, " or "), r.After)
 	if r.Tries > 0 {
-		fmt.Fprintf(&c, "# Reproduced %d/%d on fresh seeds", r.Fails, r.Tries)
+		fmt.Fprintf(&c, "# Reproduced %s on fresh seeds", r.rate())
+	} else if r.Asked > 0 {
+		fmt.Fprintf(&c, "# Failed %d/%d tries in the search (none of the %d fresh tries asked ended within the budget)", sh.bestFails, sh.bestTries, r.Asked)
 	} else {
 		fmt.Fprintf(&c, "# Failed %d/%d tries in the search (no fresh tries yet)", sh.bestFails, sh.bestTries)
 	}

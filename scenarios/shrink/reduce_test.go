@@ -1,6 +1,7 @@
 package shrink
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -220,5 +221,111 @@ func TestWorkloadReductions(t *testing.T) {
 		if got := whats(r(q)); len(got) > 0 {
 			t.Errorf("%s at the floor proposes %q", name, got)
 		}
+	}
+}
+
+// kafkaChaos is a random schedule of Kafka-aware faults: a held Produce of a role's holder, a
+// dropped EndTxn response of a random process, and a delayed Produce of every process.
+const kafkaChaos = `
+name: kafka-chaos
+cluster: {kind: embedded}
+workload:
+  preset: high
+  processes: 4
+  roles: 2
+  members_per_role: 2
+nemesis:
+  random:
+    interval: 1500ms
+    for: 1s
+    faults:
+      - {fault: hold, target: {processes: holder}, params: {until: endtxn}}
+      - {fault: drop-response, target: {processes: random}, params: {count: 1}}
+      - {fault: delay, params: {api: produce, delay: 300ms}, for: 800ms}
+      - {fault: delay, params: {api: endtxn}}
+duration: 8s
+`
+
+// TestExplicitKafkaWindows turns the windows of Kafka-aware faults into script steps: the
+// menu's request type (or the window's, when the menu names none), parameters and duration;
+// a holder replayed as the holder of the role it picked, a random pick as its processes,
+// every process as all; two entries of one fault told apart by request type.
+func TestExplicitKafkaWindows(t *testing.T) {
+	s, err := scenarios.Parse("kafka-chaos.yaml", []byte(kafkaChaos))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &history.History{
+		Ops: []history.Op{{ID: 1, Invoke: 1e9}},
+		Faults: []history.Fault{
+			{ID: 1, Kind: "hold", Targets: []string{"p3:produce"}, Desc: "hold produce of p3 (holder of r2) narrowed to r2 (txn fencecheck.1-1.coordination/r2) until endtxn for 1s", Start: 2_510e6},
+			{ID: 2, Kind: "drop-response", Targets: []string{"p2:endtxn"}, Desc: "drop-response endtxn of p2, first 1 for 1s", Start: 4e9},
+			{ID: 3, Kind: "delay", Targets: []string{"p1:produce", "p2:produce", "p3:produce", "p4:produce"}, Desc: "delay produce of p1,p2,p3,p4 by 300ms for 800ms", Start: 5_500e6},
+			{ID: 4, Kind: "delay", Targets: []string{"p1:endtxn", "p2:endtxn", "p3:endtxn", "p4:endtxn"}, Desc: "delay endtxn of p1,p2,p3,p4 by 1s for 1s", Start: 7e9},
+		},
+	}
+	steps, err := Explicit(s, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"at 1.5s hold produce of holder of r2 until endtxn for 1s",
+		"at 3s drop-response endtxn of p2 first 1 for 1s",
+		"at 4.5s delay produce of all with delay=300ms for 800ms",
+		"at 6s delay endtxn of all for 1s",
+	}
+	if got := stepLines(steps); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("script:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A holder's window that does not say whose holder it picked is an error naming it.
+	h.Faults = []history.Fault{{ID: 7, Kind: "hold", Targets: []string{"p3:produce"}, Desc: "hold produce of p3", Start: 2e9}}
+	if _, err := Explicit(s, h); err == nil || !strings.Contains(err.Error(), "fault window 7") {
+		t.Errorf("a holder's window without its role: %v, want an error naming the window", err)
+	}
+}
+
+// TestLoadKafkaRunKeepsItsTiming: a run on Apache Kafka stores its scenario with the on_kafka
+// timing applied and still listed; the runner applies it to every scenario it runs on Kafka.
+// A candidate with fewer steps or a shorter run must keep them: the origin drops on_kafka.
+func TestLoadKafkaRunKeepsItsTiming(t *testing.T) {
+	s, _, err := scenarios.Builtin("kill-coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.OnKafka == nil {
+		t.Fatal("kill-coordinator has no on_kafka timing any more: pick a scenario that has")
+	}
+	s.UseCluster(scenarios.KindExternal)
+	s.Cluster.Bootstrap = "127.0.0.1:9092"
+	js, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	d := reports.Dir(dir)
+	if err := d.WriteRunInfo(&reports.RunInfo{Scenario: s.Name, Seed: 1, Expanded: js}); err != nil {
+		t.Fatal(err)
+	}
+	res := &checker.Results{Format: checker.ResultsFormat, Verdict: checker.VerdictInvalid,
+		Checks: []checker.Result{{Name: "fenced-stale-write", Verdict: checker.VerdictInvalid}}}
+	if err := res.WriteFile(d.Results()); err != nil {
+		t.Fatal(err)
+	}
+	o, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Steps) == 0 {
+		t.Fatal("the origin has no steps")
+	}
+	p := plan{s: *o.Scenario}
+	p.s.Duration = units.Duration(o.Scenario.Duration.D() / 2)
+	c, err := p.scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.UseCluster(c.Cluster.Kind) // what scenarios.Run does first
+	if len(c.Nemesis.Script) != 0 || c.Duration != p.s.Duration {
+		t.Errorf("a candidate without faults for %v runs %q for %v on %s", p.s.Duration, c.Nemesis.Script, c.Duration, c.Cluster.Kind)
 	}
 }

@@ -21,7 +21,11 @@ type Options struct {
 	// Out is the output folder: the minimal scenario, shrink.json and the candidates' runs
 	// (Out/runs). Default: DIR/shrink.
 	Out string
-	// Budget bounds the search; the confirmation tries come after it. Default 10m.
+	// Budget bounds the whole shrink: the search, the confirmation tries and any second
+	// search. The search stops early enough to leave time for the confirmation (estimated
+	// from the measured time of the candidates' tries); a confirmation try that would not end
+	// within the budget is not started, and one still running at the end is cut off and not
+	// counted (Result.Asked says how many were asked). Default 10m.
 	Budget time.Duration
 	// Tries is how often each candidate runs (seeds S, S+1, ... from the run's seed S).
 	// Default 3 on the embedded cluster, 1 on the others (each try starts a real cluster).
@@ -96,8 +100,11 @@ type Result struct {
 	File   string   `json:"file"`
 	Script []string `json:"script"`
 	// Fails of Tries fresh tries of File broke a target guarantee (0 of 0: not measured).
+	// Asked is how many fresh tries were asked (Options.Confirm); fewer ran when the budget
+	// ended first.
 	Fails int `json:"fails"`
 	Tries int `json:"tries"`
+	Asked int `json:"asked"`
 	// SearchFails of SearchTries tries of the best candidate failed during the search.
 	SearchFails int `json:"search_fails"`
 	SearchTries int `json:"search_tries"`
@@ -106,10 +113,12 @@ type Result struct {
 	// Attempts are the results confirmed before this one, which reproduced too rarely.
 	Attempts []Attempt `json:"attempts,omitempty"`
 	// Report is the report.html of the smallest failing run.
-	Report      string      `json:"report"`
-	Candidates  []Candidate `json:"candidates"`
-	Took        Duration    `json:"took"`
-	Interrupted bool        `json:"interrupted,omitempty"`
+	Report     string      `json:"report"`
+	Candidates []Candidate `json:"candidates"`
+	// Budget is Options.Budget; Took how long the shrink took.
+	Budget      Duration `json:"budget"`
+	Took        Duration `json:"took"`
+	Interrupted bool     `json:"interrupted,omitempty"`
 }
 
 // Attempt is a result and its measured reproduction rate.
@@ -118,6 +127,7 @@ type Attempt struct {
 	Script []string `json:"script"`
 	Fails  int      `json:"fails"`
 	Tries  int      `json:"tries"`
+	Asked  int      `json:"asked"`
 }
 
 // plan is a candidate: a scenario whose script is steps.
@@ -163,6 +173,15 @@ type shrinker struct {
 	// kept are the plans kept so far, the original first, so that a result that does not
 	// reproduce often enough can go back to the last one every try of which failed.
 	kept []kept
+	// deadline is when the budget ends.
+	deadline time.Time
+	// overhead is the longest measured time of a try beyond its scenario's duration (see
+	// roundTime); measured is false until a try ran to its end. Tries side by side measure.
+	mu       sync.Mutex
+	overhead time.Duration
+	measured bool
+	// wentBack says settle went back to an earlier plan: it does so once.
+	wentBack bool
 }
 
 // kept is a plan the search kept, with its tries.
@@ -232,6 +251,7 @@ func Run(ctx context.Context, o *Origin, opts Options) (*Result, error) {
 		}
 	}
 	sh := &shrinker{o: o, opts: opts, target: target, began: time.Now()}
+	sh.deadline = sh.began.Add(opts.Budget)
 	sh.best = plan{s: *o.Scenario, steps: wrap(o.Steps)}
 	sh.best.s.Name = o.Scenario.Name + "-min"
 	sh.best.s.Promises = nil // coverage is for valid runs; a reproducer needs only the violation
@@ -241,21 +261,18 @@ func Run(ctx context.Context, o *Origin, opts Options) (*Result, error) {
 	sh.minFails = opts.MinFails
 	sh.kept = []kept{{p: sh.best, seeds: sh.bestSeeds, report: sh.bestReport, fails: 1, tries: 1}}
 	sh.res = &Result{Origin: o.Dir, Scenario: o.Scenario.Name, Seed: o.Info.Seed, Transport: o.Info.Transport,
-		Cluster: o.Scenario.Cluster.Kind, Guarantees: target, Before: sh.best.shape()}
+		Cluster: o.Scenario.Cluster.Kind, Guarantees: target, Before: sh.best.shape(), Budget: Duration(opts.Budget)}
 	sh.say("shrinking %s (seed %d, %s, %s cluster): breaks %s; %s; %d tries per candidate, budget %v",
 		o.Dir, o.Info.Seed, o.Info.Transport, sh.res.Cluster, strings.Join(target, ", "), sh.res.Before, opts.Tries, opts.Budget)
 	if err := sh.write(); err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(opts.Budget)
-	sctx, cancel := context.WithDeadline(ctx, deadline)
-	sh.search(sctx)
-	cancel()
+	sh.search(ctx)
 	if err := sh.write(); err != nil {
 		return sh.res, err
 	}
 	if ctx.Err() == nil && opts.Confirm > 0 {
-		if err := sh.settle(ctx, deadline); err != nil {
+		if err := sh.settle(ctx); err != nil {
 			return sh.res, err
 		}
 	}
@@ -266,7 +283,7 @@ func Run(ctx context.Context, o *Origin, opts Options) (*Result, error) {
 	if err := sh.write(); err != nil {
 		return sh.res, err
 	}
-	sh.say("result       %s: %s; reproduces %d/%d; report %s", sh.res.File, sh.res.After, sh.res.Fails, sh.res.Tries, sh.res.Report)
+	sh.say("result       %s: %s; reproduces %s; report %s", sh.res.File, sh.res.After, sh.res.rate(), sh.res.Report)
 	return sh.res, nil
 }
 
@@ -281,10 +298,12 @@ type tryOut struct {
 	report      string
 	interrupted bool
 	done        bool // the run ended on its own, uninterrupted, and was checked
+	notRun      bool // not started: it would not have ended within the budget
 }
 
 // try runs s once with seed.
 func (sh *shrinker) try(ctx context.Context, s *scenarios.Scenario, seed uint64) (tryOut, error) {
+	began := time.Now()
 	out, err := scenarios.Run(ctx, s, scenarios.Options{
 		Root: filepath.Join(sh.opts.Out, "runs"), Seed: seed, Transport: sh.o.Info.Transport,
 		CheckTimeout: sh.opts.CheckTimeout,
@@ -294,6 +313,9 @@ func (sh *shrinker) try(ctx context.Context, s *scenarios.Scenario, seed uint64)
 		return tryOut{}, err
 	}
 	t := tryOut{seed: seed, report: out.Dir.Report(), interrupted: out.Interrupted, done: !out.Interrupted && out.Results != nil}
+	if t.done {
+		sh.measure(s.Duration.D(), time.Since(began))
+	}
 	if out.Results != nil {
 		for _, g := range Failed(out.Results) {
 			if slices.Contains(sh.target, g) {
@@ -305,10 +327,11 @@ func (sh *shrinker) try(ctx context.Context, s *scenarios.Scenario, seed uint64)
 }
 
 // tries runs s once per seed, Options.Parallel at a time, and returns the outcomes in the
-// order of seeds. ok is false when a try could not run, or ctx ended, or a try was
-// interrupted: then only the outcomes marked done are runs that ended on their own, and err
-// says why, if anything but ctx did.
-func (sh *shrinker) tries(ctx context.Context, s *scenarios.Scenario, seeds []uint64) (outs []tryOut, ok bool, err error) {
+// order of seeds. A try is started only when start, if not nil, allows it; the others are
+// marked notRun. ok is false when a try could not run, or was not started, or ctx ended, or
+// a try was interrupted: then only the outcomes marked done are runs that ended on their
+// own, and err says why, if anything but ctx did.
+func (sh *shrinker) tries(ctx context.Context, s *scenarios.Scenario, seeds []uint64, start func() bool) (outs []tryOut, ok bool, err error) {
 	outs = make([]tryOut, len(seeds))
 	errs := make([]error, len(seeds))
 	next := make(chan int)
@@ -316,6 +339,10 @@ func (sh *shrinker) tries(ctx context.Context, s *scenarios.Scenario, seeds []ui
 	for range min(sh.opts.Parallel, len(seeds)) {
 		wg.Go(func() {
 			for i := range next {
+				if ctx.Err() != nil || start != nil && !start() {
+					outs[i] = tryOut{seed: seeds[i], notRun: true}
+					continue
+				}
 				outs[i], errs[i] = sh.try(ctx, s, seeds[i])
 			}
 		})
@@ -334,8 +361,81 @@ func (sh *shrinker) tries(ctx context.Context, s *scenarios.Scenario, seeds []ui
 	return outs, true, nil
 }
 
+// Estimating time. A round is Parallel tries side by side (or fewer, when fewer are asked):
+// each try in it takes about the scenario's duration plus an overhead (cluster start, heal,
+// final reads, check, and the slowdown of running tries side by side), measured on every try
+// that ran to its end. The longest overhead measured is used, so that estimates err on the
+// side of staying within the budget. Before the first try ends, the overhead is a guess:
+// firstOverhead on the embedded cluster and on an external one (which is up already),
+// firstOverheadReal on local and containers (a real cluster starts and stops in every try).
+const (
+	firstOverhead     = 5 * time.Second
+	firstOverheadReal = time.Minute
+)
+
+// measure records that a try of a scenario of duration d ran to its end in took.
+func (sh *shrinker) measure(d, took time.Duration) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if o := max(took-d, 0); !sh.measured || o > sh.overhead {
+		sh.overhead = o
+	}
+	sh.measured = true
+}
+
+// rounds is how many rounds n tries take.
+func (sh *shrinker) rounds(n int) int { return (n + sh.opts.Parallel - 1) / sh.opts.Parallel }
+
+// roundTime estimates how long one round of tries of a scenario of duration d takes.
+func (sh *shrinker) roundTime(d time.Duration) time.Duration {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	switch {
+	case sh.measured:
+		return d + sh.overhead
+	case sh.o.Scenario.Cluster.Kind == scenarios.KindEmbedded, sh.o.Scenario.Cluster.Kind == scenarios.KindExternal:
+		return d + firstOverhead
+	default:
+		return d + firstOverheadReal
+	}
+}
+
+// confirmTime estimates how long confirming p takes: its Confirm fresh tries.
+func (sh *shrinker) confirmTime(p plan) time.Duration {
+	if sh.opts.Confirm <= 0 {
+		return 0
+	}
+	return time.Duration(sh.rounds(sh.opts.Confirm)) * sh.roundTime(p.s.Duration.D())
+}
+
+// reserve is the time the search leaves for what follows it: the confirmation of the best
+// plan and, while settle may still go back, the confirmation of the plan it would go back to
+// (the best plan itself, when every kept candidate failed every try: the next one kept may
+// not). A result that reproduces too rarely is then replaced by a more reliable one rather
+// than kept for want of time. Together at most half the budget: a confirmation that needs
+// more runs the tries that fit in it.
+func (sh *shrinker) reserve() time.Duration {
+	r := sh.confirmTime(sh.best)
+	if !sh.wentBack {
+		back, ok := sh.flaky()
+		if !ok {
+			back.p = sh.best
+		}
+		r += sh.confirmTime(back.p)
+	}
+	return min(r, sh.opts.Budget/2)
+}
+
+// fits reports whether candidate p's tries, and then what the search leaves time for (see
+// reserve), fit in what is left of the budget.
+func (sh *shrinker) fits(p plan) bool {
+	need := time.Duration(sh.rounds(sh.opts.Tries))*sh.roundTime(p.s.Duration.D()) + sh.reserve()
+	return time.Until(sh.deadline) >= need
+}
+
 // eval runs p's tries and keeps p as the best when enough of them fail. It returns false
-// without keeping p when ctx ends during a try.
+// without keeping p when ctx ends during a try, or the tries run into the time reserved for
+// the confirmation (they are cut off then).
 func (sh *shrinker) eval(ctx context.Context, p plan, what string) bool {
 	s, err := p.scenario()
 	if err != nil {
@@ -349,10 +449,15 @@ func (sh *shrinker) eval(ctx context.Context, p plan, what string) bool {
 	for i := range seedList {
 		seedList[i] = sh.o.Info.Seed + uint64(i)
 	}
-	outs, ok, err := sh.tries(ctx, s, seedList)
+	tctx, cancel := context.WithDeadline(ctx, sh.deadline.Add(-sh.reserve()))
+	outs, ok, err := sh.tries(tctx, s, seedList, nil)
+	cancel()
 	if !ok {
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err != nil && ctx.Err() == nil:
 			sh.say("#%d %s: %v", c.N, what, err)
+		case ctx.Err() == nil:
+			sh.say("#%d %s: cut off after %v, running into the time kept for the fresh tries", c.N, what, time.Since(began).Round(time.Second))
 		}
 		return false
 	}
@@ -393,13 +498,9 @@ func (sh *shrinker) eval(ctx context.Context, p plan, what string) bool {
 	return c.Kept
 }
 
-// search applies the reductions until none helps or ctx ends.
+// search applies the reductions until none helps, ctx ends, or the next candidate's tries
+// would run into the time kept for confirming the best plan.
 func (sh *shrinker) search(ctx context.Context) {
-	defer func() {
-		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			sh.say("budget spent after %d candidates", len(sh.res.Candidates))
-		}
-	}()
 	for ctx.Err() == nil {
 		progress := false
 		for _, r := range reductions {
@@ -407,6 +508,15 @@ func (sh *shrinker) search(ctx context.Context) {
 				kept := false
 				for _, c := range r(sh.best) {
 					if ctx.Err() != nil {
+						return
+					}
+					if !sh.fits(c.p) {
+						left := time.Until(sh.deadline).Round(time.Second)
+						if sh.opts.Confirm > 0 {
+							sh.say("budget: %v left, kept for the fresh tries; the search stops after %d candidates", left, len(sh.res.Candidates))
+						} else {
+							sh.say("budget: %v left, too little for another candidate; the search stops after %d candidates", left, len(sh.res.Candidates))
+						}
 						return
 					}
 					if sh.eval(ctx, c.p, c.what) {
@@ -427,44 +537,55 @@ func (sh *shrinker) search(ctx context.Context) {
 	}
 }
 
-// settle confirms the result and, while it reproduces less often than wantFails, makes it
-// more reliable and confirms again: first by going back to before the first kept candidate
-// that did not fail every try and searching again, requiring every try to fail (keeping a
-// candidate when any try fails lets a marginal one through); then by doubling the run's
-// duration, up to the original's (most failures need a handoff at the wrong moment, and a
-// longer run has more of them).
-func (sh *shrinker) settle(ctx context.Context, deadline time.Time) error {
-	wentBack := false
+// settle confirms the result and, while it reproduces less often than 8 in 10 and the budget
+// leaves time to confirm another result, makes it more reliable and confirms again: first by
+// going back to before the first kept candidate that did not fail every try and searching
+// again, requiring every try to fail (keeping a candidate when any try fails lets a marginal
+// one through); then by doubling the run's duration, up to the original's (most failures
+// need a handoff at the wrong moment, and a longer run has more of them).
+func (sh *shrinker) settle(ctx context.Context) error {
 	for {
 		if err := sh.write(); err != nil { // confirm tries the written file
 			return err
 		}
 		sh.confirm(ctx)
-		want := wantFails(sh.opts.Confirm)
-		if ctx.Err() != nil || sh.res.Fails >= want {
+		if ctx.Err() != nil || sh.res.Tries == 0 {
 			return nil
 		}
-		sh.res.Attempts = append(sh.res.Attempts, Attempt{Shape: sh.best.shape(), Script: sh.res.Script, Fails: sh.res.Fails, Tries: sh.res.Tries})
+		want := wantFails(sh.res.Tries)
+		if sh.res.Fails >= want {
+			return nil
+		}
+		sh.res.Attempts = append(sh.res.Attempts, Attempt{Shape: sh.best.shape(), Script: sh.res.Script, Fails: sh.res.Fails, Tries: sh.res.Tries, Asked: sh.res.Asked})
+		rare := fmt.Sprintf("the result reproduces %d/%d, below %d/%d", sh.res.Fails, sh.res.Tries, want, sh.res.Tries)
 		back, ok := sh.flaky()
 		switch d, orig := sh.best.s.Duration.D(), sh.res.Before.Duration; {
-		case ok && !wentBack:
-			wentBack = true
-			sh.say("the result reproduces %d/%d, below %d/%d: going back to #%d (%s) and requiring all %d tries to fail",
-				sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm, back.n, back.p.shape(), sh.opts.Tries)
+		case ok && !sh.wentBack:
+			if left := time.Until(sh.deadline); left < min(sh.confirmTime(back.p), sh.opts.Budget/2) {
+				sh.say("%s; the budget's %v left is too short to confirm another result: keeping it", rare, left.Round(time.Second))
+				return nil
+			}
+			sh.wentBack = true
+			sh.unmeasured()
+			sh.say("%s: going back to #%d (%s) and requiring all %d tries to fail", rare, back.n, back.p.shape(), sh.opts.Tries)
 			sh.restore(back)
 			sh.kept = []kept{back}
 			sh.minFails = sh.opts.Tries
-			// The second search gets what is left of the budget, and at least half of it.
-			sctx, cancel := context.WithDeadline(ctx, later(deadline, time.Now().Add(sh.opts.Budget/2)))
-			sh.search(sctx)
-			cancel()
+			sh.search(ctx)
 		case d < orig:
 			nd := min(2*d, orig)
-			sh.say("the result reproduces %d/%d, below %d/%d: running it for %v instead of %v", sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm, nd, d)
-			sh.best.s.Duration = units.Duration(nd)
+			longer := sh.best
+			longer.s.Duration = units.Duration(nd)
+			if left := time.Until(sh.deadline); left < min(sh.confirmTime(longer), sh.opts.Budget/2) {
+				sh.say("%s; the budget's %v left is too short to confirm a %v run: keeping it", rare, left.Round(time.Second), nd)
+				return nil
+			}
+			sh.unmeasured()
+			sh.say("%s: running it for %v instead of %v", rare, nd, d)
+			sh.best = longer
 			sh.bestSeeds, sh.bestFails, sh.bestTries, sh.reportStale = nil, 0, 0, true
 		default:
-			sh.say("the result reproduces %d/%d, below %d/%d, and cannot be made more reliable", sh.res.Fails, sh.res.Tries, want, sh.opts.Confirm)
+			sh.say("%s, and cannot be made more reliable", rare)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -472,6 +593,10 @@ func (sh *shrinker) settle(ctx context.Context, deadline time.Time) error {
 		}
 	}
 }
+
+// unmeasured clears the result's reproduction rate when the result changes: the rate stays
+// with its attempt.
+func (sh *shrinker) unmeasured() { sh.res.Fails, sh.res.Tries, sh.res.Asked = 0, 0, 0 }
 
 // wantFails is how many of n fresh tries a result must fail: 8 of 10.
 func wantFails(n int) int { return (8*n + 9) / 10 }
@@ -488,14 +613,9 @@ func (sh *shrinker) flaky() (kept, bool) {
 	return kept{}, false
 }
 
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-// confirm measures the written scenario's reproduction rate over fresh seeds.
+// confirm measures the written scenario's reproduction rate over fresh seeds. It starts a
+// try only when it is expected to end within the budget, and cuts off a try still running
+// when the budget ends; neither counts.
 func (sh *shrinker) confirm(ctx context.Context) {
 	s, err := scenarios.Find(sh.res.File)
 	if err != nil {
@@ -510,13 +630,26 @@ func (sh *shrinker) confirm(ctx context.Context) {
 	for i := range seedList {
 		seedList[i] = sh.o.Info.Seed + 1000 + uint64(i)
 	}
+	// Each try takes about a round: tries run side by side. The estimate learns from the
+	// tries that end meanwhile.
+	fitsIn := func() bool { return !time.Now().Add(sh.roundTime(s.Duration.D())).After(sh.deadline) }
+	cctx, cancel := context.WithDeadline(ctx, sh.deadline)
 	// An interrupted confirmation counts the tries that ended before the interrupt.
-	outs, _, err := sh.tries(ctx, s, seedList)
+	outs, _, err := sh.tries(cctx, s, seedList, fitsIn)
+	cancel()
 	if err != nil && ctx.Err() == nil {
 		sh.say("confirm: %v", err)
 	}
+	skipped := 0
 	for i, t := range outs {
-		if !t.done {
+		switch {
+		case t.notRun:
+			skipped++
+			continue
+		case !t.done:
+			if ctx.Err() == nil {
+				sh.say("  try %d/%d seed %d: cut off at the end of the budget", i+1, sh.opts.Confirm, t.seed)
+			}
 			continue
 		}
 		tries++
@@ -529,11 +662,27 @@ func (sh *shrinker) confirm(ctx context.Context) {
 		}
 		sh.say("  try %d/%d seed %d: %s", i+1, sh.opts.Confirm, t.seed, verdictWord(t))
 	}
-	sh.res.Fails, sh.res.Tries = fails, tries
+	if ctx.Err() == nil && skipped > 0 {
+		sh.say("  %d tries not started: they would not have ended within the budget", skipped)
+	}
+	sh.res.Fails, sh.res.Tries, sh.res.Asked = fails, tries, sh.opts.Confirm
 	sh.bestSeeds = append(slices.Clone(sh.bestSeeds), seeds...)
 	if (sh.bestReport == sh.o.Report || sh.reportStale) && report != "" {
 		sh.bestReport = report // a run of the minimal scenario, not the original or a shorter one
 		sh.reportStale = false
+	}
+}
+
+// rate says how often the result reproduced: "9/10", "7/8 within the budget, 10 asked",
+// "not measured".
+func (r *Result) rate() string {
+	switch {
+	case r.Asked == 0:
+		return "not measured"
+	case r.Tries < r.Asked:
+		return fmt.Sprintf("%d/%d within the budget, %d asked", r.Fails, r.Tries, r.Asked)
+	default:
+		return fmt.Sprintf("%d/%d", r.Fails, r.Tries)
 	}
 }
 

@@ -2,6 +2,8 @@ package shrink
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,7 +128,8 @@ func faults(t *testing.T, dir string) []history.Fault {
 
 // TestShrinkMutantChaos shrinks a mutant's chaos failure and requires the target: at most 2
 // fault steps, at most 4 processes, and a reproduction rate of at least 8 in 10, measured over
-// 5 fresh tries to keep the test short (at least 4 must fail).
+// 5 fresh tries to keep the test short (at least 4 must fail). The budget covers the search
+// and the fresh tries.
 func TestShrinkMutantChaos(t *testing.T) {
 	dir := failingChaos(t)
 	o, err := Load(dir)
@@ -135,7 +138,7 @@ func TestShrinkMutantChaos(t *testing.T) {
 	}
 	out := t.TempDir()
 	var progress strings.Builder
-	res, err := Run(context.Background(), o, Options{Out: out, Budget: 20 * time.Second, Tries: 2, Confirm: 5, Progress: &progress})
+	res, err := Run(context.Background(), o, Options{Out: out, Budget: 75 * time.Second, Tries: 2, Confirm: 5, Progress: &progress})
 	t.Logf("progress:\n%s", progress.String())
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +173,55 @@ func TestShrinkMutantChaos(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, RunLink, "report.html")); err != nil {
 		t.Errorf("%s does not lead to a report: %v", RunLink, err)
+	}
+}
+
+// budgetSlack is how far past its budget a shrink may end: a try still running when the
+// budget ends is cut off, and it still heals, reads and checks what it has (as any
+// interrupted run) before shrink writes its result.
+const budgetSlack = 15 * time.Second
+
+// TestShrinkStaysWithinBudget gives a shrink a budget too short for the fresh tries it asks:
+// it must end within the budget (and budgetSlack), run only the fresh tries that fit, and
+// say in shrink.json and scenario.yaml how many ran of how many asked.
+func TestShrinkStaysWithinBudget(t *testing.T) {
+	dir := failingChaos(t)
+	o, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var progress strings.Builder
+	const budget = 30 * time.Second
+	began := time.Now()
+	res, err := Run(context.Background(), o, Options{Out: out, Budget: budget, Tries: 2, Confirm: 20, Progress: &progress})
+	took := time.Since(began)
+	t.Logf("took %v; progress:\n%s", took, progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > budget+budgetSlack {
+		t.Errorf("the shrink took %v, more than its %v budget and %v", took, budget, budgetSlack)
+	}
+	if len(res.Candidates) == 0 {
+		t.Error("no candidate tried: the time kept for the fresh tries left none for the search")
+	}
+	if res.Asked != 20 || res.Tries == 0 || res.Tries >= 20 {
+		t.Errorf("%d fresh tries ran of %d asked: want some of the 20 asked, not all (they take longer than the budget)", res.Tries, res.Asked)
+	}
+	var file struct {
+		Fails, Tries, Asked int
+	}
+	b, err := os.ReadFile(filepath.Join(out, ResultFile))
+	if err == nil {
+		err = json.Unmarshal(b, &file)
+	}
+	if err != nil || file.Asked != res.Asked || file.Tries != res.Tries || file.Fails != res.Fails {
+		t.Errorf("shrink.json says %d/%d of %d asked (%v), want %d/%d of %d", file.Fails, file.Tries, file.Asked, err, res.Fails, res.Tries, res.Asked)
+	}
+	text, _ := os.ReadFile(filepath.Join(out, ScenarioFile))
+	if want := fmt.Sprintf("/%d within the budget, 20 asked", res.Tries); !strings.Contains(string(text), want) {
+		t.Errorf("scenario.yaml's comment does not say %q:\n%s", want, text)
 	}
 }
 
@@ -233,4 +285,69 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 		c.cancel()
 	}
 	return len(p), nil
+}
+
+// TestShrinkKafkaAwareFaults shrinks a mutant's failing run of a random schedule of
+// Kafka-aware faults (kafkaChaos): the run loads as an explicit script of those faults, a
+// replay of that script injects the same faults, and the shrink runs candidates of it and
+// writes a result.
+func TestShrinkKafkaAwareFaults(t *testing.T) {
+	s, err := scenarios.Parse("kafka-chaos.yaml", []byte(kafkaChaos))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	var dir string
+	for seed := uint64(1); seed <= 4 && dir == ""; seed++ {
+		out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed, Transport: mutantName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(Failed(out.Results)) > 0 && out.Results.History.Faults >= 2 {
+			dir = string(out.Dir)
+		}
+	}
+	if dir == "" {
+		t.Fatal("the mutant's kafka-chaos runs of seeds 1 to 4 never failed with 2 faults or more")
+	}
+	o, err := Load(dir)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	want := faults(t, dir)
+	if len(o.Steps) != len(want) {
+		t.Fatalf("script %q for %d fault windows", o.Scenario.Nemesis.Script, len(want))
+	}
+	for i, st := range o.Steps {
+		if string(want[i].Kind) != st.Fault || !isKafka(st.Fault) {
+			t.Errorf("step %d %q for window %s %v: want the same Kafka-aware fault", i+1, st, want[i].Kind, want[i].Targets)
+		}
+	}
+	replay, err := scenarios.Run(context.Background(), o.Scenario, scenarios.Options{Root: t.TempDir(), Seed: o.Info.Seed, Transport: mutantName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := faults(t, string(replay.Dir))
+	if len(got) != len(want) {
+		t.Fatalf("the replay injected %d faults, the original %d\nscript: %q", len(got), len(want), o.Scenario.Nemesis.Script)
+	}
+	for i := range want {
+		if got[i].Kind != want[i].Kind {
+			t.Errorf("fault %d: replay %s, original %s", i+1, got[i].Kind, want[i].Kind)
+		}
+	}
+
+	out := t.TempDir()
+	var progress strings.Builder
+	res, err := Run(context.Background(), o, Options{Out: out, Budget: time.Minute, Tries: 2, Confirm: 2, Progress: &progress})
+	t.Logf("progress:\n%s", progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Candidates) == 0 || res.After == res.Before {
+		t.Errorf("%d candidates, %s → %s: want a smaller scenario kept", len(res.Candidates), res.Before, res.After)
+	}
+	if _, err := scenarios.Find(filepath.Join(out, ScenarioFile)); err != nil {
+		t.Errorf("the written scenario does not load: %v", err)
+	}
 }
