@@ -328,6 +328,10 @@ func (t *BrokerTransport) Describe(ctx context.Context, role Role) (FencingToken
 	// A broker that lost the coordinator without knowing it answers from its old state, "no
 	// holder" included; see confirmCoordinator.
 	if err := t.confirmCoordinator(ctx, id, d.Coordinator); err != nil {
+		// Logged with the refused answer: it tells a deposed coordinator's stale answer from a
+		// refusal while the coordinator moves.
+		t.log.Info("describe: refused the answer of a broker that may not be the coordinator",
+			"role", role, "answered_by", d.Coordinator, "held", held, "token", tok.String(), "err", err)
 		return fail(err)
 	}
 	return tok, held, nil
