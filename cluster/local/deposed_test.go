@@ -40,23 +40,40 @@ func TestDeposedCoordinatorDescribe(t *testing.T) {
 	}
 	c := sharedCluster(t)
 	t.Run("describer reaches every broker", func(t *testing.T) {
-		stale, refused, failed, _ := deposedDescribes(t, c, false)
-		if stale > 0 || refused == 0 || failed > 0 {
-			t.Errorf("%d Describes named a deposed holder, %d were refused, %d failed otherwise; want 0, some, 0", stale, refused, failed)
+		cut, healed := deposedDescribes(t, c, false)
+		if n := cut.stale + healed.stale; n > 0 {
+			t.Errorf("%d Describes named a deposed holder", n)
+		}
+		if cut.refused == 0 || cut.failed+healed.failed > 0 {
+			t.Errorf("during the cut %d Describes were refused, %d failed otherwise; want some refused, none failed", cut.refused, cut.failed+healed.failed)
 		}
 	})
 	t.Run("describer reaches only the isolated broker", func(t *testing.T) {
-		_, refused, failed, _ := deposedDescribes(t, c, true)
-		if refused > 0 || failed > 0 {
-			t.Errorf("%d Describes were refused and %d failed with no other broker reachable; want every one answered", refused, failed)
+		cut, _ := deposedDescribes(t, c, true)
+		if cut.refused > 0 || cut.failed > 0 {
+			t.Errorf("during the cut %d Describes were refused and %d failed with no other broker reachable; want every one answered", cut.refused, cut.failed)
 		}
 	})
 }
 
-// deposedDescribes runs the isolation of TestDeposedCoordinatorDescribe and returns its counts.
-// With cutDescriber, the describing transport's links to every broker but the isolated one
-// are cut along with the peer links.
-func deposedDescribes(t *testing.T, c *local.Cluster, cutDescriber bool) (stale, refused, failed, current int) {
+// describeCounts sorts the Describes invoked after the second transport's acquire returned.
+type describeCounts struct {
+	stale   int // named an older token, or no holder
+	refused int // refused by the transport (NOT_COORDINATOR)
+	failed  int // failed otherwise
+	current int // named the acquired token or a later epoch of it
+}
+
+func (n describeCounts) String() string {
+	return fmt.Sprintf("%d named a deposed holder, %d refused (NOT_COORDINATOR), %d failed otherwise, %d current",
+		n.stale, n.refused, n.failed, n.current)
+}
+
+// deposedDescribes runs the isolation of TestDeposedCoordinatorDescribe and returns its counts:
+// of the Describes invoked while the links were cut, and of those invoked after the heal. With
+// cutDescriber, the describing transport's links to every broker but the isolated one are cut
+// along with the peer links.
+func deposedDescribes(t *testing.T, c *local.Cluster, cutDescriber bool) (cut, healed describeCounts) {
 	ctx := context.Background()
 	bootstrap := strings.Join(c.Bootstrap(), ",")
 	topic := fmt.Sprintf("fencecheck-deposed-%d", time.Now().UnixNano()) // the role's transactional id too
@@ -105,28 +122,28 @@ func deposedDescribes(t *testing.T, c *local.Cluster, cutDescriber bool) (stale,
 		x = resp.Coordinators[0].NodeID
 	}
 
-	var cut []*cluster.Link
+	var links []*cluster.Link
 	for _, l := range c.Network().Links() {
 		switch {
 		case l.Kind() == cluster.LinkPeer && (l.From() == x || l.Broker() == x):
-			cut = append(cut, l)
+			links = append(links, l)
 		case cutDescriber && l.Kind() == cluster.LinkProcess && l.Process() == describerProcess && l.Broker() != x:
-			cut = append(cut, l)
+			links = append(links, l)
 		}
 	}
-	for _, l := range cut {
+	for _, l := range links {
 		if err := l.Disable(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cutAt := time.Now()
-	healed := false
+	var healedAt time.Time
 	defer func() {
-		if !healed {
+		if healedAt.IsZero() {
 			_ = c.Network().HealAll(context.Background())
 		}
 	}()
-	t.Logf("%s, the coordinator of %s, cut: %v", cluster.BrokerName(x), id, cut)
+	t.Logf("%s, the coordinator of %s, cut: %v", cluster.BrokerName(x), id, links)
 
 	// The second transport acquires through whichever broker its client finds; it succeeds
 	// once the coordinator has moved and the new one has loaded the role.
@@ -149,7 +166,7 @@ func deposedDescribes(t *testing.T, c *local.Cluster, cutDescriber bool) (stale,
 
 	var mint transport.FencingToken // the second transport's token, once mintedAt is set
 	var mintedAt time.Time
-	var healedAt, lastStale, lastRefused time.Time
+	var lastStale, lastRefused time.Time
 	for {
 		select {
 		case r := <-acquired:
@@ -164,7 +181,7 @@ func deposedDescribes(t *testing.T, c *local.Cluster, cutDescriber bool) (stale,
 			if err := c.Network().HealAll(ctx); err != nil {
 				t.Fatal(err)
 			}
-			healed, healedAt = true, time.Now()
+			healedAt = time.Now()
 			t.Logf("healed %v after the cut", healedAt.Sub(cutAt).Round(time.Millisecond))
 		}
 		if !healedAt.IsZero() && time.Since(healedAt) > 3*time.Second {
@@ -172,31 +189,35 @@ func deposedDescribes(t *testing.T, c *local.Cluster, cutDescriber bool) (stale,
 		}
 		invoked := time.Now()
 		minted, judged := mint, !mintedAt.IsZero() // an acquire returned before this Describe was invoked
+		n := &cut
+		if !healedAt.IsZero() {
+			n = &healed
+		}
 		tok, held, err := describer.Describe(ctx, role)
 		switch {
 		case !judged:
 		case errors.Is(err, kerr.NotCoordinator):
-			refused++
+			n.refused++
 			lastRefused = invoked
 		case err != nil:
-			failed++
+			n.failed++
 		case !held || tok.Compare(minted) < 0:
-			if stale++; stale <= 3 {
+			if n.stale++; cut.stale+healed.stale <= 3 {
 				t.Logf("Describe invoked %v after the cut = (%v, %v): the role was acquired with %v before",
 					invoked.Sub(cutAt).Round(time.Millisecond), tok, held, minted)
 			}
 			lastStale = invoked
 		default:
-			current++
+			n.current++
 		}
 		time.Sleep(50 * time.Millisecond) // pacing, not synchronisation
 	}
-	t.Logf("Describes after the acquire: %d named a deposed holder, %d refused (NOT_COORDINATOR), %d failed otherwise, %d current",
-		stale, refused, failed, current)
-	if refused > 0 {
+	t.Logf("Describes after the acquire, while cut: %v", cut)
+	t.Logf("Describes in the 3 s after the heal: %v", healed)
+	if lastRefused.After(cutAt) {
 		t.Logf("the last refused Describe was invoked %v after the heal", lastRefused.Sub(healedAt).Round(time.Millisecond))
 	}
-	if stale > 0 {
+	if lastStale.After(cutAt) {
 		t.Logf("the last Describe that named a deposed holder was invoked %v after the heal", lastStale.Sub(healedAt).Round(time.Millisecond))
 	}
 	hctx, cancel := context.WithTimeout(ctx, clustertest.RecoverTimeout)
@@ -204,5 +225,5 @@ func deposedDescribes(t *testing.T, c *local.Cluster, cutDescriber bool) (stale,
 	if err := cluster.WaitHealthy(hctx, c, nil); err != nil {
 		t.Fatal(err)
 	}
-	return stale, refused, failed, current
+	return cut, healed
 }
