@@ -110,6 +110,32 @@ func TestDescribeRefusesADeposedCoordinator(t *testing.T) {
 	t.Logf("Describe: %v", err)
 }
 
+// TestDescribeRefusedWhenAnotherBrokerKnowsNoCoordinator: another broker that sees no
+// coordinator for the role (COORDINATOR_NOT_AVAILABLE: no leader of its transaction-state
+// partition) does not confirm the broker that answered either.
+func TestDescribeRefusedWhenAnotherBrokerKnowsNoCoordinator(t *testing.T) {
+	f := newDescribeFixture(t, 5*time.Second)
+	f.c.ControlKey(int16(kmsg.FindCoordinator), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if f.c.CurrentNode() == f.coord {
+			return nil, nil, false
+		}
+		req := kreq.(*kmsg.FindCoordinatorRequest)
+		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode, resp.NodeID = kerr.CoordinatorNotAvailable.Code, -1
+		for _, key := range req.CoordinatorKeys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID, c.ErrorCode = key, -1, kerr.CoordinatorNotAvailable.Code
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return resp, nil, true
+	})
+	tok, held, err := f.tr.Describe(context.Background(), f.role)
+	if !errors.Is(err, transport.ErrAdmin) || !errors.Is(err, kerr.NotCoordinator) {
+		t.Fatalf("Describe = (%v, %v, %v), want ErrAdmin wrapping NOT_COORDINATOR", tok, held, err)
+	}
+}
+
 // TestDescribeWithTheOtherBrokersUnreachable: when no other broker can confirm the
 // coordinator (their connections fail, or they never answer), Describe still returns the
 // coordinator's answer, within its deadline, instead of failing every call during a link

@@ -320,6 +320,7 @@ func (t *BrokerTransport) Describe(ctx context.Context, role Role) (FencingToken
 	case !ok:
 		return fail(errors.New("the coordinator's answer does not name the role"))
 	case errors.Is(d.Err, kerr.TransactionalIDNotFound):
+		// No member ever acquired role: not held, once confirmed.
 	case d.Err != nil:
 		return fail(d.Err)
 	case d.ProducerID >= 0:
