@@ -76,3 +76,17 @@ func BenchmarkReadRoleRecords(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDescribe: one Describe of a held role per op, against a 3-broker kfake.
+func BenchmarkDescribe(b *testing.B) {
+	tr := benchTransport(b)
+	ctx := context.Background()
+	if _, err := tr.AcquireEpoch(ctx, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, held, err := tr.Describe(ctx, "bench"); err != nil || !held {
+			b.Fatalf("describe: held %v, %v", held, err)
+		}
+	}
+}

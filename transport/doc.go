@@ -16,7 +16,10 @@
 //     on the producer bound to the token. The broker's epoch check rejects a deposed holder.
 //   - ReadRoleRecords scans the role's partition at read_committed up to the last stable offset
 //     taken when the scan starts.
-//   - Describe asks the coordinator (DescribeTransactions) which pair holds the role now.
+//   - Describe asks the coordinator (DescribeTransactions) which pair holds the role now, and
+//     has up to two other brokers confirm (FindCoordinator) that the broker that answered is
+//     still the coordinator: a broker cut from its peers answers from its old state. The
+//     answer is advisory; the token, which the broker checks on every write, is the authority.
 //
 // Under transaction version 2 (KIP-890 part 2) every commit bumps the producer's epoch, so
 // Describe reports the minted epoch plus the number of commits; the minted token stays the

@@ -289,10 +289,16 @@ func (t *BrokerTransport) fetch(ctx context.Context, leader int32, topic string,
 
 // Describe asks role's transaction coordinator (DescribeTransactions, KIP-664) which epoch
 // holds role now. held is false when the coordinator does not know the transactional id:
-// no member ever acquired role.
+// no member ever acquired role. The answer is then confirmed: up to two other brokers are
+// asked (FindCoordinator) whether the broker that answered is still the coordinator, because
+// a broker cut off from its peers answers from the state it had, naming a deposed holder.
+// Brokers that cannot be reached have no say (see confirmCoordinator). The result is
+// advisory all the same: a new holder can take role right after the answer, and the fencing
+// token, which the broker checks on every write, is the authority.
 //
 // Errors: ErrAdmin when the coordinator lookup fails or the coordinator reports any other
-// fault.
+// fault. A broker that answered while another broker names a different coordinator, or
+// none, is a failed lookup: the error wraps kerr.NotCoordinator.
 func (t *BrokerTransport) Describe(ctx context.Context, role Role) (FencingToken, bool, error) {
 	if err := t.checkOpen(OpDescribe, role); err != nil {
 		return FencingToken{}, false, err
@@ -308,17 +314,28 @@ func (t *BrokerTransport) Describe(ctx context.Context, role Role) (FencingToken
 		return fail(err)
 	}
 	d, ok := described[id]
+	var tok FencingToken
+	var held bool
 	switch {
 	case !ok:
 		return fail(errors.New("the coordinator's answer does not name the role"))
 	case errors.Is(d.Err, kerr.TransactionalIDNotFound):
-		return FencingToken{}, false, nil
+		// No member ever acquired role: not held, once confirmed.
 	case d.Err != nil:
 		return fail(d.Err)
-	case d.ProducerID < 0:
-		return FencingToken{}, false, nil
+	case d.ProducerID >= 0:
+		tok, held = FencingToken{ProducerID: d.ProducerID, Epoch: d.ProducerEpoch}, true
 	}
-	return FencingToken{ProducerID: d.ProducerID, Epoch: d.ProducerEpoch}, true, nil
+	// A broker that lost the coordinator without knowing it answers from its old state, "no
+	// holder" included; see confirmCoordinator.
+	if err := t.confirmCoordinator(ctx, id, d.Coordinator); err != nil {
+		// Logged with the refused answer: it tells a deposed coordinator's stale answer from a
+		// refusal while the coordinator moves.
+		t.log.Info("describe: refused the answer of a broker that may not be the coordinator",
+			"role", role, "answered_by", d.Coordinator, "held", held, "token", tok.String(), "err", err)
+		return fail(err)
+	}
+	return tok, held, nil
 }
 
 // pause waits d, or returns ctx's error if it ends first. It spaces out retries against a
