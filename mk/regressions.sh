@@ -78,7 +78,7 @@ if [ "$KAFKA" = 1 ]; then
 	for i in $(seeds); do
 		run "isolate-broker kafka-4.1.2 seed 224402 try $i" locked bin/fencecheck run isolate-broker --cluster local --seed 224402
 	done
-	echo "== deposed-coordinator-describe probe: Describes during a coordinator's cut (confirmation on and bypassed)"
+	echo "== deposed-coordinator-describe probe: Describes during a coordinator's cut, with the other brokers reachable and not"
 	FENCECHECK_DEPOSED_DESCRIBE=1 locked $GO test ./cluster/local -run TestDeposedCoordinatorDescribe -count 1 -v -timeout 10m 2>&1 |
 		grep -E 'deposed_test.go|^(---|ok|FAIL)'
 fi
