@@ -87,7 +87,8 @@ func (m Member) String() string {
 // MemberFreezer freezes members at their pause points. The workload implements it; the nemesis
 // records the windows (kind member-pause), so the freezer must not.
 type MemberFreezer interface {
-	// Holder returns the member that holds role now, by its own belief.
+	// Holder returns the member that holds role now, by its own belief; when several believe
+	// (a deposed one that has not noticed yet), the one that minted last.
 	Holder(role string) (Member, bool)
 	// Freeze arms a freeze: m stops at its next pause point named point ("" = the workload's
 	// default point) and stays there until Thaw, or until d has passed, whichever comes first

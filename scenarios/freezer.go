@@ -40,12 +40,32 @@ func commitHoldCap(requestTimeout time.Duration) time.Duration {
 }
 
 func (f *freezer) Holder(role string) (nemesis.Member, bool) {
-	for _, h := range f.wl.Holders() {
-		if h.Role == role && !h.Frozen {
-			return nemesis.Member{Process: h.Process, Role: h.Role, ID: h.Member}, true
+	return newestHolder(f.wl.Holders(), role)
+}
+
+// newestHolder returns the member of hs that holds role and is not frozen; when several
+// believe they hold it, the one that minted last. A member deposed by a newer acquire keeps
+// believing until its next write fails, and that write fails before any commit: a
+// before-lease-commit freeze aimed at it never takes hold, and a fault on its process misses
+// the real holder. Within one producer id the higher epoch minted last; across producer ids
+// (an id rotated at epoch exhaustion) the later acquire.
+func newestHolder(hs []workload.Holding, role string) (nemesis.Member, bool) {
+	var best *workload.Holding
+	for i := range hs {
+		h := &hs[i]
+		if h.Role != role || h.Frozen {
+			continue
+		}
+		if best == nil ||
+			(h.Token.ProducerID == best.Token.ProducerID && h.Token.Epoch > best.Token.Epoch) ||
+			(h.Token.ProducerID != best.Token.ProducerID && h.Since > best.Since) {
+			best = h
 		}
 	}
-	return nemesis.Member{}, false
+	if best == nil {
+		return nemesis.Member{}, false
+	}
+	return nemesis.Member{Process: best.Process, Role: best.Role, ID: best.Member}, true
 }
 
 func (f *freezer) Freeze(ctx context.Context, m nemesis.Member, point string, d time.Duration) error {

@@ -85,21 +85,41 @@ func TestBuiltinScenariosEmbedded(t *testing.T) {
 	}
 }
 
-// TestScenariosLocalKafka runs the scenarios that matter most against Apache Kafka.
+// TestScenariosLocalKafka runs the scenarios that matter most against Apache Kafka, with
+// fencecheck's transport and through the Java reference adapter (the seed's transport on
+// kafka-clients, adapters/java, behind the exec protocol, one JVM per process): each must come
+// out valid, every scripted fault having taken hold.
 func TestScenariosLocalKafka(t *testing.T) {
 	testenv.NeedKafka(t, "starts Kafka clusters")
-	// One cluster for the three, which saves two cluster starts: holder-partition and
+	// One cluster for all five, which saves three cluster starts: holder-partition and
 	// zombie-holder fault only their own links and members (scenarios.SharesCluster), and
-	// kill-coordinator, which changes the cluster under any later run, comes last.
+	// kill-coordinator, which changes the cluster under any later run, comes last. The Java
+	// adapter's kill-coordinator is a long test (TestJavaAdapterScenariosLocalKafka).
 	ctx := context.Background()
 	cl, err := scenarios.StartCluster(ctx, scenarios.ClusterSpec{Kind: scenarios.KindLocal}, t.TempDir(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close(ctx)
-	for _, name := range []string{"holder-partition", "zombie-holder", "kill-coordinator"} {
+	for _, run := range []struct {
+		scenario string
+		java     bool
+	}{{"holder-partition", false}, {"zombie-holder", false}, {"holder-partition", true}, {"zombie-holder", true}, {"kill-coordinator", false}} {
+		name := run.scenario
+		if run.java {
+			name += " through the Java adapter"
+		}
 		t.Run(name, func(t *testing.T) {
-			out, err := startScenario(name, scenarios.KindLocal, 11, t.TempDir(), cl)
+			tr := ""
+			if run.java {
+				tr = javaAdapter(t)
+			}
+			s, _, err := scenarios.Builtin(run.scenario)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.UseCluster(scenarios.KindLocal)
+			out, err := scenarios.Run(ctx, s, scenarios.Options{Root: t.TempDir(), Seed: 11, Transport: tr, Cluster: cl})
 			mustBeValid(t, name, scenarios.KindLocal, 11, out, err)
 		})
 	}

@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster/local"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/transport/transporttest"
 )
 
 // TestTransportConformance runs the transport's conformance suite against Apache Kafka: on
 // the shared TV2 cluster through one process's proxy links, with TV2 negotiated and with TV1
-// pinned by the client, and on a one-node cluster formatted with transaction.version 1.
+// pinned by the client, and on a one-node cluster formatted with transaction.version 1 (there
+// also through the Java adapter, see TestJavaAdapterConformance).
 func TestTransportConformance(t *testing.T) {
 	c := sharedCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -38,7 +40,19 @@ func TestTransportConformance(t *testing.T) {
 			t.Fatalf("start a TV1 cluster: %v", err)
 		}
 		defer tv1.Close(context.WithoutCancel(ctx))
-		transporttest.Run(t, transporttest.Env{Bootstrap: strings.Join(tv1.Bootstrap(), ","), TransactionVersion: 1,
-			Replication: 1, New: transporttest.Start})
+		t.Run("Go transport", func(t *testing.T) {
+			transporttest.Run(t, transporttest.Env{Bootstrap: strings.Join(tv1.Bootstrap(), ","), TransactionVersion: 1,
+				Replication: 1, New: transporttest.Start})
+		})
+		// The Java adapter on the same TV1 cluster: kafka-clients follows the cluster's
+		// finalized transaction.version, so this is the only way it runs TV1 (it refuses a pin
+		// on a TV2 cluster). A long test: 53 s, one JVM per transport; make test runs the
+		// same suite through it on TV2 (TestJavaAdapterConformance).
+		t.Run("Java adapter", func(t *testing.T) {
+			testenv.Long(t)
+			argv := javaAdapter(t)
+			transporttest.Run(t, transporttest.Env{Bootstrap: strings.Join(tv1.Bootstrap(), ","), TransactionVersion: 1,
+				Replication: 1, New: lineprotoStart(argv)})
+		})
 	})
 }
