@@ -90,6 +90,10 @@ type MemberFreezer interface {
 	// Holder returns the member that holds role now, by its own belief; when several believe
 	// (a deposed one that has not noticed yet), the one that minted last.
 	Holder(role string) (Member, bool)
+	// SettledHolder is Holder once the role's handoff has settled: no member has an acquire
+	// of it in flight and the holder has renewed since it acquired. A freeze aims at it, since
+	// a holder about to be deposed never reaches its pause point.
+	SettledHolder(role string) (Member, bool)
 	// Freeze arms a freeze: m stops at its next pause point named point ("" = the workload's
 	// default point) and stays there until Thaw, or until d has passed, whichever comes first
 	// (the bound keeps a member from staying frozen when the nemesis is gone). It returns

@@ -439,6 +439,8 @@ type zombie struct {
 
 func (z *zombie) Holder(role string) (nemesis.Member, bool) { return z.m, role == z.m.Role }
 
+func (z *zombie) SettledHolder(role string) (nemesis.Member, bool) { return z.Holder(role) }
+
 func (z *zombie) Freeze(_ context.Context, m nemesis.Member, _ string, d time.Duration) error {
 	z.mu.Lock()
 	defer z.mu.Unlock()
@@ -556,6 +558,8 @@ func (l *lateHolder) Holder(role string) (nemesis.Member, bool) {
 	return l.zombie.Holder(role)
 }
 
+func (l *lateHolder) SettledHolder(role string) (nemesis.Member, bool) { return l.Holder(role) }
+
 // TestFreezeWaitsForAHolder: a freeze of "the holder of r" when nobody holds r takes the next
 // holder that comes within a lease, and gives up (no target) when none comes.
 func TestFreezeWaitsForAHolder(t *testing.T) {
@@ -586,6 +590,55 @@ func TestFreezeWaitsForAHolder(t *testing.T) {
 					t.Errorf("targets %v after %v, want [%s]", got, took, m)
 				}
 				inj.Cleanup(context.Background())
+			}
+		})
+	}
+}
+
+// settling is a zombie whose role is in a handoff until settleAt: until then m believes it
+// holds (Holder) but an acquire is in flight, and the handoff settles on next.
+type settling struct {
+	*zombie
+	next     nemesis.Member
+	settleAt time.Time
+}
+
+func (s *settling) SettledHolder(role string) (nemesis.Member, bool) {
+	if time.Now().Before(s.settleAt) || role != s.next.Role {
+		return nemesis.Member{}, false
+	}
+	return s.next, true
+}
+
+// TestFreezeTakesTheSettledHolder: a freeze of "the holder of r" during a handoff (a
+// scramble: the first member to return from its acquire is about to be deposed by an acquire
+// in flight) takes the holder the handoff settles on, not the first believer, whose next
+// write would fail before its pause point; when nothing settles within a lease it takes
+// whoever holds then.
+func TestFreezeTakesTheSettledHolder(t *testing.T) {
+	testenv.Light(t)
+	old := nemesis.Member{Process: 1, Role: "role-1", ID: "m1"}
+	next := nemesis.Member{Process: 2, Role: "role-1", ID: "m2"}
+	spec := nemesis.Spec{Fault: "freeze", Target: nemesis.Target{Role: "role-1"}, Params: nemesis.Params{Point: "before-write"}}
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		want  nemesis.Member
+	}{{"settles within the lease", lease / 2, next}, {"never settles", 3 * lease, old}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			z := &settling{zombie: &zombie{m: old}, next: next, settleAt: time.Now().Add(tc.after)}
+			f := newFixture(t, 2, func(e *nemesis.Env) { e.Freezer = z })
+			inj, err := f.n.Prepare(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := inj.Setup(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer inj.Cleanup(context.Background())
+			if got := inj.Window().Targets; len(got) != 1 || got[0] != tc.want.String() {
+				t.Fatalf("targets %v, want [%s]", got, tc.want)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/fencecheck/fencecheck/cluster"
@@ -64,18 +65,25 @@ func (f *freeze) Setup(ctx context.Context) error {
 		return err
 	}
 	// A step may come between two holders (a handoff, a holder just deposed by an earlier
-	// step): the freeze then takes the next holder, if one comes within a lease.
+	// step, the scramble at a run's start): the freeze then takes the holder the handoff
+	// settles on, if one comes within a lease, else whoever holds then.
 	wait := f.n.env.Lease
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var m Member
 	err = poll(wctx, ErrNoTarget, func() error {
 		var ok bool
-		if m, ok = fz.Holder(role); !ok {
+		if m, ok = fz.SettledHolder(role); !ok {
 			return fmt.Errorf("holder of %s: nobody held it for %v", role, wait)
 		}
 		return nil
 	})
+	if errors.Is(err, ErrNoTarget) && ctx.Err() == nil {
+		var ok bool
+		if m, ok = fz.Holder(role); ok {
+			err = nil
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,8 @@ type cappedZombie struct {
 
 func (z *cappedZombie) Holder(role string) (nemesis.Member, bool) { return z.m, role == z.m.Role }
 
+func (z *cappedZombie) SettledHolder(role string) (nemesis.Member, bool) { return z.Holder(role) }
+
 func (z *cappedZombie) Freeze(_ context.Context, _ nemesis.Member, _ string, d time.Duration) error {
 	z.mu.Lock()
 	defer z.mu.Unlock()

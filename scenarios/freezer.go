@@ -40,16 +40,37 @@ func commitHoldCap(requestTimeout time.Duration) time.Duration {
 }
 
 func (f *freezer) Holder(role string) (nemesis.Member, bool) {
-	return newestHolder(f.wl.Holders(), role)
+	h, ok := newestHolder(f.wl.Holders(), role)
+	return memberOf(h), ok
 }
 
-// newestHolder returns the member of hs that holds role and is not frozen; when several
+// SettledHolder is Holder once the handoff has settled: no member of role has an acquire in
+// flight, and the newest believer has renewed its lease since it acquired. In a scramble
+// (several members acquiring at once, as at a run's start) the first to return may be
+// deposed a moment later by an acquire still in flight; a freeze aimed at it never takes
+// hold, since its next write fails before its pause point.
+func (f *freezer) SettledHolder(role string) (nemesis.Member, bool) {
+	if f.wl.Acquiring(role) {
+		return nemesis.Member{}, false
+	}
+	h, ok := newestHolder(f.wl.Holders(), role)
+	if !ok || h.LeaseUntil == 0 || f.wl.Acquiring(role) {
+		return nemesis.Member{}, false
+	}
+	return memberOf(h), true
+}
+
+func memberOf(h workload.Holding) nemesis.Member {
+	return nemesis.Member{Process: h.Process, Role: h.Role, ID: h.Member}
+}
+
+// newestHolder returns the holding of hs for role whose member is not frozen; when several
 // believe they hold it, the one that minted last. A member deposed by a newer acquire keeps
 // believing until its next write fails, and that write fails before any commit: a
 // before-lease-commit freeze aimed at it never takes hold, and a fault on its process misses
 // the real holder. Within one producer id the higher epoch minted last; across producer ids
 // (an id rotated at epoch exhaustion) the later acquire.
-func newestHolder(hs []workload.Holding, role string) (nemesis.Member, bool) {
+func newestHolder(hs []workload.Holding, role string) (workload.Holding, bool) {
 	var best *workload.Holding
 	for i := range hs {
 		h := &hs[i]
@@ -63,9 +84,9 @@ func newestHolder(hs []workload.Holding, role string) (nemesis.Member, bool) {
 		}
 	}
 	if best == nil {
-		return nemesis.Member{}, false
+		return workload.Holding{}, false
 	}
-	return nemesis.Member{Process: best.Process, Role: best.Role, ID: best.Member}, true
+	return *best, true
 }
 
 func (f *freezer) Freeze(ctx context.Context, m nemesis.Member, point string, d time.Duration) error {

@@ -37,7 +37,8 @@ func TestHolderIsTheNewestBeliever(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m, ok := newestHolder(tc.hs, "r1")
+			h, ok := newestHolder(tc.hs, "r1")
+			m := memberOf(h)
 			if tc.want == "" {
 				if ok {
 					t.Fatalf("holder %v, want none", m)

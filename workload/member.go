@@ -32,7 +32,8 @@ type member struct {
 	plan    *MemberPlan
 	cl      *client
 
-	frozen atomic.Bool
+	frozen    atomic.Bool
+	acquiring atomic.Bool // an acquire call is in flight (Workload.Acquiring)
 
 	mu   sync.Mutex
 	view Holding // valid while holding
@@ -74,7 +75,9 @@ func (m *member) run(ctx context.Context) {
 		if !try || m.stopped() {
 			continue
 		}
+		m.acquiring.Store(true)
 		tok, err := m.cl.Acquire(ctx, m.role)
+		m.acquiring.Store(false)
 		if err == nil && m.hold(ctx, tok) {
 			losses = 0
 		}

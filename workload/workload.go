@@ -451,6 +451,17 @@ func (wl *Workload) Holders() []Holding {
 	return out
 }
 
+// Acquiring reports whether a member of role has an acquire call in flight: a holder may be
+// about to be deposed (a handoff is settling).
+func (wl *Workload) Acquiring(role string) bool {
+	for _, m := range wl.members {
+		if m.role == role && m.acquiring.Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // Start returns the run's time base (see WithStart): history times are nanoseconds since it.
 func (wl *Workload) Start() time.Time { return wl.rec.start }
 

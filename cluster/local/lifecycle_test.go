@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,7 +154,12 @@ func child(mode string) int {
 	fmt.Printf("READY %s %s\n", c.Tag(), c.Dir())
 	switch mode {
 	case "panic":
-		go func() { panic("fencecheck test: panic with a local cluster running") }()
+		// Only once the parent has counted the JVM (a line on stdin): a crash at once could
+		// take the JVM down before the count.
+		go func() {
+			_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+			panic("fencecheck test: panic with a local cluster running")
+		}()
 	case "sigint":
 		// Go's default SIGINT handling ends the process, no deferred
 		// call runs: what Ctrl-C does to a harness without a handler.
@@ -171,6 +177,10 @@ func TestCrashLeavesNoJVM(t *testing.T) {
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +205,12 @@ func TestCrashLeavesNoJVM(t *testing.T) {
 			if n := len(jvms(t, tag)); n != 1 {
 				t.Fatalf("%d JVMs with tag %s in the child, want 1", n, tag)
 			}
-			if mode == "sigint" {
+			switch mode {
+			case "panic":
+				if _, err := io.WriteString(in, "crash\n"); err != nil {
+					t.Fatal(err)
+				}
+			case "sigint":
 				if err := cmd.Process.Signal(os.Interrupt); err != nil {
 					t.Fatal(err)
 				}
