@@ -29,14 +29,13 @@ func javaAdapter(t *testing.T) string {
 	return "exec:" + filepath.Join(dir, "fencecheck-java-adapter")
 }
 
-// TestJavaAdapterScenariosLocalKafka runs kill-coordinator against Apache Kafka through the
-// Java adapter, on a cluster of its own (the kills change a cluster under any later run). A
-// long test: 60 s on Kafka with one JVM per process. make test runs holder-partition and
-// zombie-holder through the adapter (TestScenariosLocalKafka).
-func TestJavaAdapterScenariosLocalKafka(t *testing.T) {
+// TestKillCoordinatorLocalKafka runs kill-coordinator against Apache Kafka with fencecheck's
+// own transport, on a cluster of its own (the kills change a cluster under any later run). A
+// long test (60 s on Kafka): make test runs kill-coordinator through the Java adapter
+// (TestScenariosLocalKafka), and the same kill and restart in cluster/local's tests.
+func TestKillCoordinatorLocalKafka(t *testing.T) {
 	testenv.NeedKafka(t, "starts Kafka clusters")
 	testenv.Long(t)
-	tr := javaAdapter(t)
 	ctx := context.Background()
 	cl, err := scenarios.StartCluster(ctx, scenarios.ClusterSpec{Kind: scenarios.KindLocal}, t.TempDir(), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -49,6 +48,6 @@ func TestJavaAdapterScenariosLocalKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.UseCluster(scenarios.KindLocal)
-	out, err := scenarios.Run(ctx, s, scenarios.Options{Root: t.TempDir(), Seed: 11, Transport: tr, Cluster: cl})
-	mustBeValid(t, name+" through the Java adapter", scenarios.KindLocal, 11, out, err)
+	out, err := scenarios.Run(ctx, s, scenarios.Options{Root: t.TempDir(), Seed: 11, Cluster: cl})
+	mustBeValid(t, name, scenarios.KindLocal, 11, out, err)
 }
