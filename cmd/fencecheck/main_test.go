@@ -89,6 +89,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"shrink"}, "takes 1 argument"},
 		{[]string{"shrink", t.TempDir()}, "cannot shrink"},
 		{[]string{"selftest", "--parallel", "-1"}, "--parallel"},
+		{[]string{"selftest", "--txn-version", "3"}, "cluster.transaction_version: 3"},
 	}
 	for _, tc := range tests {
 		out, err := exec.Command(bin, tc.args...).CombinedOutput()

@@ -136,6 +136,8 @@ own behind the exec protocol (docs/exec-protocol.md): --transport exec:'CMD ARGS
 	c.Flags().StringVar(&f.transport, "transport", "real", "the transport that must come out valid: real, or exec:COMMAND (an adapter; see docs/exec-protocol.md)")
 	c.Flags().BoolVar(&noMutants, "no-mutants", false, "run only the --transport runs, not the mutants")
 	c.Flags().StringVar(&f.cluster, "cluster", "", "cluster kind (default embedded)")
+	c.Flags().IntVar(&f.txnVersion, "txn-version", 0, "transaction.version of the cluster: 1 or 2 (default: 2 on kfake and Kafka 4.x, 1 on 3.x)")
+	c.Flags().StringVar(&f.kafkaVersion, "kafka-version", "", "Kafka release for a local cluster (default: what make kafka fetched)")
 	c.Flags().DurationVar(&f.duration, "duration", 8*time.Second, "how long each run lasts")
 	c.Flags().Uint64Var(&f.seed, "seed", 1, "seed of each transport's first run; the others use the next seeds")
 	c.Flags().IntVar(&seeds, "seeds", 1, "runs per transport, on seeds --seed, --seed+1, ...")
