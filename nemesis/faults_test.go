@@ -643,3 +643,86 @@ func TestFreezeTakesTheSettledHolder(t *testing.T) {
 		})
 	}
 }
+
+// handoff is a MemberFreezer for a role held by from until at, then by to: from, deposed,
+// never reaches a pause point again; to reaches one as soon as a freeze is armed for it.
+type handoff struct {
+	from, to nemesis.Member
+	at       time.Time
+
+	mu    sync.Mutex
+	armed map[nemesis.Member]bool
+}
+
+func (h *handoff) holder() nemesis.Member {
+	if time.Now().Before(h.at) {
+		return h.from
+	}
+	return h.to
+}
+
+func (h *handoff) Holder(string) (nemesis.Member, bool)        { return h.holder(), true }
+func (h *handoff) SettledHolder(string) (nemesis.Member, bool) { return h.holder(), true }
+
+func (h *handoff) Freeze(_ context.Context, m nemesis.Member, _ string, _ time.Duration) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed[m] = true
+	return nil
+}
+
+func (h *handoff) Frozen(m nemesis.Member) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.armed[m] && m == h.to && !time.Now().Before(h.at)
+}
+
+func (h *handoff) Thaw(_ context.Context, m nemesis.Member) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed[m] = false
+	return nil
+}
+
+// TestFreezeFollowsTheHolder: a freeze armed for the holder of r whose target is deposed
+// before it reaches its pause point moves to the member the role settles on, disarms the old
+// target, and records the new one in its window.
+func TestFreezeFollowsTheHolder(t *testing.T) {
+	testenv.Light(t)
+	from := nemesis.Member{Process: 1, Role: "role-1", ID: "m1"}
+	to := nemesis.Member{Process: 2, Role: "role-1", ID: "m2"}
+	h := &handoff{from: from, to: to, at: time.Now().Add(lease / 2), armed: map[nemesis.Member]bool{}}
+	f := newFixture(t, 2, func(e *nemesis.Env) { e.Freezer = h })
+	inj, err := f.n.Prepare(nemesis.Spec{Fault: "freeze", Target: nemesis.Target{Role: "role-1"}, Params: nemesis.Params{Point: "before-write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := inj.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer inj.Cleanup(ctx)
+	if got := inj.Window().Targets; len(got) != 1 || got[0] != from.String() {
+		t.Fatalf("targets at setup %v, want [%s]", got, from)
+	}
+	if err := inj.Inject(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 3*lease)
+	defer cancel()
+	if err := inj.WaitForInjected(wctx); err != nil {
+		t.Fatalf("the freeze did not take hold on the new holder: %v", err)
+	}
+	if got := inj.Window().Targets; len(got) != 1 || got[0] != to.String() {
+		t.Fatalf("targets after the handoff %v, want [%s]", got, to)
+	}
+	h.mu.Lock()
+	stale := h.armed[from]
+	h.mu.Unlock()
+	if stale {
+		t.Fatal("the deposed target is still armed")
+	}
+	if err := inj.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

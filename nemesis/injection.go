@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -162,13 +163,26 @@ func (i *Injection) WaitForInjected(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	if err := i.f.WaitForInjected(ctx); err != nil {
+	err := i.f.WaitForInjected(ctx)
+	i.refreshTargets()
+	if err != nil {
 		return fmt.Errorf("%s: %w", i.name, err)
 	}
 	i.tookHold = true
-	err := i.openSpan()
+	err = i.openSpan()
 	i.n.log.Info("fault took hold", "fault", i.name, "window", i.wid, "after", time.Since(start).Round(time.Millisecond))
 	return err
+}
+
+// refreshTargets takes up a fault's new targets (a freeze that followed its role's holder
+// while waiting to take hold; i.mu held): the claims and the window to record move with it.
+func (i *Injection) refreshTargets() {
+	w := i.f.Window()
+	if slices.Equal(w.Targets, i.window.Targets) {
+		return
+	}
+	i.n.reclaim(i, i.window.Targets, w.Targets)
+	i.window = w
 }
 
 // openSpan opens the window of an armed spanned fault that has begun acting, at the time it

@@ -38,6 +38,7 @@ type spannedFreeze struct {
 func (f *spannedFreeze) WaitForInjected(ctx context.Context) error {
 	return poll(ctx, ErrNotHeld, func() error {
 		if _, _, ok := f.sp.LastFreeze(f.m); !ok {
+			f.follow(ctx)
 			return fmt.Errorf("%s has not reached a pause point", f.m)
 		}
 		return nil
@@ -112,10 +113,35 @@ func (f *freeze) Inject(ctx context.Context) error {
 func (f *freeze) WaitForInjected(ctx context.Context) error {
 	return poll(ctx, ErrNotHeld, func() error {
 		if !f.n.env.Freezer.Frozen(f.m) {
+			f.follow(ctx)
 			return fmt.Errorf("%s has not reached a pause point", f.m)
 		}
 		return nil
 	})
+}
+
+// follow moves an armed freeze that has not taken hold to the role's holder, when the role
+// has settled on another member since the target was chosen. The step asks for the holder
+// of the role, and a member deposed after it was chosen (a handoff; on a loaded machine,
+// renewals late enough that another member's look finds the lease expired) never reaches a
+// pause point that comes before a write it can no longer make. The old target is disarmed;
+// a member another fault holds is left alone. The Injection picks up the new target from
+// Window (targets, claims, the window it records).
+func (f *freeze) follow(ctx context.Context) {
+	fz := f.n.env.Freezer
+	m, ok := fz.SettledHolder(f.role)
+	if !ok || m == f.m || f.n.busy(m.String()) {
+		return
+	}
+	if err := fz.Thaw(ctx, f.m); err != nil {
+		return
+	}
+	if err := fz.Freeze(ctx, m, f.spec.Params.Point, f.spec.For.D()+f.n.env.WaitTimeout); err != nil {
+		return
+	}
+	f.n.log.Info("freeze follows the holder", "role", f.role, "from", f.m.String(), "to", m.String())
+	f.n.noteFrozen(m)
+	f.m = m
 }
 
 func (f *freeze) Recover(ctx context.Context) error { return f.n.env.Freezer.Thaw(ctx, f.m) }

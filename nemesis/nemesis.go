@@ -247,6 +247,22 @@ func (n *Nemesis) release(i *Injection, targets []string) {
 	n.active = slices.DeleteFunc(n.active, func(x *Injection) bool { return x == i })
 }
 
+// reclaim moves i's claims from old targets to new ones (a fault that changed its target).
+func (n *Nemesis) reclaim(i *Injection, old, new []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, t := range old {
+		if n.claims[t] == i {
+			delete(n.claims, t)
+		}
+	}
+	for _, t := range new {
+		if n.claims[t] == nil {
+			n.claims[t] = i
+		}
+	}
+}
+
 // busy reports whether another injection holds target.
 func (n *Nemesis) busy(target string) bool {
 	n.mu.Lock()
