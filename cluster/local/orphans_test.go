@@ -46,6 +46,14 @@ func lingerJVM(t *testing.T, dir string) (leader, member int) {
 	return cmd.Process.Pid, member
 }
 
+// exited reports whether the process that had pid and label (owner.Label, taken while it ran)
+// has exited: it is a zombie, gone, or its pid now names a later process. Pids are reused fast
+// on a busy machine (pid_max is 32768 on CI's, and every JVM thread takes one), so a pid
+// checked after its process was collected can belong to another process already.
+func exited(pid int, label string) bool {
+	return owner.Exited(pid) || owner.Gone(label, owner.Host())
+}
+
 // ownedDir makes a cluster folder in TMPDIR as New would, owned by label.
 func ownedDir(t *testing.T, name, label string) string {
 	t.Helper()
@@ -87,6 +95,7 @@ func TestReapOrphans(t *testing.T) {
 	given := ownedDir(t, "given", "")
 	oLeader, oMember := lingerJVM(t, orphan)
 	lLeader, _ := lingerJVM(t, live)
+	labels := map[int]string{oLeader: owner.Label(oLeader), oMember: owner.Label(oMember)}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -98,7 +107,7 @@ func TestReapOrphans(t *testing.T) {
 		t.Errorf("reaped %v, want only %s", reaped, orphan)
 	}
 	for _, pid := range []int{oLeader, oMember} {
-		if !owner.Exited(pid) {
+		if !exited(pid, labels[pid]) {
 			t.Errorf("pid %d of the orphaned cluster still runs", pid)
 		}
 	}
@@ -124,13 +133,14 @@ func TestNewReapsOrphans(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir()) // this test's orphans only, not another run's on this machine
 	orphan := ownedDir(t, "orphan", deadOwner(t))
 	leader, member := lingerJVM(t, orphan)
+	labels := map[int]string{leader: owner.Label(leader), member: owner.Label(member)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := local.New(ctx, local.Options{Java: "false"}); err == nil {
 		t.Fatal("New started a cluster with false(1) as its java")
 	}
 	for _, pid := range []int{leader, member} {
-		if !owner.Exited(pid) {
+		if !exited(pid, labels[pid]) {
 			t.Errorf("pid %d of the orphaned cluster still runs after New", pid)
 		}
 	}
