@@ -131,11 +131,12 @@ func TestScenariosLocalKafka(t *testing.T) {
 			name += " through the Java adapter"
 		}
 		t.Run(name, func(t *testing.T) {
-			if run.scenario == "zombie-holder" && !run.java {
-				// A long test for now: inconclusive in 2 of the last 3 CI runs, under the
-				// load of the light lane that runs beside it (its first freeze never took
-				// hold; the cause is not found yet, see the README's Testing section). It
-				// runs in make test on kfake and, here, through the Java adapter.
+			if run.scenario == "zombie-holder" {
+				// A long test for now, with either transport: on CI's loaded machine it came
+				// out inconclusive in 3 of 4 runs of .ci/run (with fencecheck's transport its
+				// first freeze never took hold, cause not found yet; through the Java adapter
+				// the adapters' calls outlasted the request timeout, so nobody held r1 at
+				// the step). make test runs zombie-holder on kfake.
 				testenv.Long(t)
 			}
 			tr := ""
