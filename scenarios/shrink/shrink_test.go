@@ -80,11 +80,7 @@ func failingChaos(t *testing.T) string {
 // TestExplicitScriptReplaysTheFaults runs the explicit script made from a random schedule and
 // requires the same faults on the same targets at the same times (within 300 ms).
 func TestExplicitScriptReplaysTheFaults(t *testing.T) {
-	dir := failingChaos(t)
-	o, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, o := loadFailingChaos(t)
 	if o.Scenario.Nemesis.Random != nil || len(o.Scenario.Nemesis.Script) == 0 {
 		t.Fatalf("the loaded scenario's nemesis is not an explicit script: %+v", o.Scenario.Nemesis)
 	}
@@ -109,6 +105,17 @@ func TestExplicitScriptReplaysTheFaults(t *testing.T) {
 }
 
 // faults returns a run's fault windows, relative to its first operation.
+// loadFailingChaos returns failingChaos's run directory and its shrink origin.
+func loadFailingChaos(t *testing.T) (string, *Origin) {
+	t.Helper()
+	dir := failingChaos(t)
+	o, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, o
+}
+
 func faults(t *testing.T, dir string) []history.Fault {
 	t.Helper()
 	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
@@ -131,11 +138,7 @@ func faults(t *testing.T, dir string) []history.Fault {
 // 5 fresh tries to keep the test short (at least 4 must fail). The budget covers the search
 // and the fresh tries.
 func TestShrinkMutantChaos(t *testing.T) {
-	dir := failingChaos(t)
-	o, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, o := loadFailingChaos(t)
 	out := t.TempDir()
 	var progress strings.Builder
 	res, err := Run(context.Background(), o, Options{Out: out, Budget: 75 * time.Second, Tries: 2, Confirm: 5, Progress: &progress})
@@ -185,11 +188,7 @@ const budgetSlack = 15 * time.Second
 // it must end within the budget (and budgetSlack), run only the fresh tries that fit, and
 // say in shrink.json and scenario.yaml how many ran of how many asked.
 func TestShrinkStaysWithinBudget(t *testing.T) {
-	dir := failingChaos(t)
-	o, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, o := loadFailingChaos(t)
 	out := t.TempDir()
 	var progress strings.Builder
 	const budget = 30 * time.Second
@@ -228,11 +227,7 @@ func TestShrinkStaysWithinBudget(t *testing.T) {
 // TestInterruptKeepsBest cancels the shrink (Ctrl-C) as soon as it kept a first candidate and
 // requires that candidate, smaller than the original, to be written out.
 func TestInterruptKeepsBest(t *testing.T) {
-	dir := failingChaos(t)
-	o, err := Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, o := loadFailingChaos(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := t.TempDir()
