@@ -95,7 +95,7 @@ func Start(ctx context.Context, cfg Config) (*BrokerTransport, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer cancel()
-	tv2, err := t.clusterHasTV2(ctx)
+	tv2, err := t.clusterHasTV2(ctx, len(seeds))
 	if err != nil {
 		t.admin.Close()
 		return nil, &Error{Op: OpStart, Kind: ErrAdmin, Err: err, Stage: StageSend}
@@ -197,11 +197,22 @@ func TLSDialer(base func(ctx context.Context, network, addr string) (net.Conn, e
 
 // clusterHasTV2 asks a broker for its finalized features; it is also the check that the
 // admin connection works.
-func (t *BrokerTransport) clusterHasTV2(ctx context.Context) (bool, error) {
+//
+// kgo sends the request to the next seed in turn and does not retry a connection that was
+// accepted and closed at once (it takes that for a TLS or SASL mismatch). A link proxy whose
+// broker is down does exactly that, so one dead broker among the seeds failed Start about
+// once per seed count. Each seed is tried once before giving up.
+func (t *BrokerTransport) clusterHasTV2(ctx context.Context, seeds int) (bool, error) {
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.ClientSoftwareName = "fencecheck"
 	req.ClientSoftwareVersion = "1"
-	resp, err := req.RequestWith(ctx, t.admin)
+	var resp *kmsg.ApiVersionsResponse
+	var err error
+	for range seeds {
+		if resp, err = req.RequestWith(ctx, t.admin); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		if cause := securityCause(err, t.cfg.Security); cause != "" {
 			return false, fmt.Errorf("no bootstrap address accepted the admin connection: %s: %w", cause, err)

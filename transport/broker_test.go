@@ -3,6 +3,7 @@ package transport_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,41 @@ func TestWaitStableWaitsForOpenTransactions(t *testing.T) {
 	}
 	if err := tr.WaitStable(ctx, cfg.Topic, 0); err != nil {
 		t.Fatalf("WaitStable after the commit: %v", err)
+	}
+}
+
+// closingListener accepts connections and closes each at once, as a link proxy does while
+// its broker is down; it returns the listener's address.
+func closingListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A seed behind a proxy whose broker is down must not fail Start while another seed
+// answers. kgo starts at a random seed and does not retry an accepted-then-closed
+// connection, so before Start tried each seed, about one Start in two failed here.
+func TestStartSkipsASeedThatClosesAtOnce(t *testing.T) {
+	bootstrap := closingListener(t) + "," + newKfake(t, kfake.NumBrokers(1))
+	for i := range 12 {
+		cfg := transport.NewConfig(bootstrap, 5*time.Second)
+		tr, err := transport.Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("start %d with one dead seed of two: %v", i, err)
+		}
+		tr.Close(context.Background())
 	}
 }
