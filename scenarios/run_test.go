@@ -116,6 +116,12 @@ func TestScenariosLocalKafka(t *testing.T) {
 	// through the Java adapter, which needs all three scenarios here; with fencecheck's
 	// transport it is a long test (TestKillCoordinatorLocalKafka), for CI's time: the broker
 	// kill and restart it drives are in cluster/local's own tests.
+	//
+	// zombie-holder was a long test for a while, with either transport: under CI's load its
+	// first freeze aimed at a member deposed before its next pause point, or, through the
+	// Java adapter, at nobody. A freeze now waits for the role's handoff to settle and follows
+	// the role to its holder until it takes hold; both runs were valid in 4 of 4 passes of
+	// this package's Kafka lane beside the light lane (load average 5 on 2 cores).
 	ctx := context.Background()
 	cl, err := scenarios.StartCluster(ctx, scenarios.ClusterSpec{Kind: scenarios.KindLocal}, t.TempDir(), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -131,14 +137,6 @@ func TestScenariosLocalKafka(t *testing.T) {
 			name += " through the Java adapter"
 		}
 		t.Run(name, func(t *testing.T) {
-			if run.scenario == "zombie-holder" {
-				// A long test for now, with either transport: on CI's loaded machine it came
-				// out inconclusive in 3 of 4 runs of .ci/run (with fencecheck's transport its
-				// first freeze never took hold, cause not found yet; through the Java adapter
-				// the adapters' calls outlasted the request timeout, so nobody held r1 at
-				// the step). make test runs zombie-holder on kfake.
-				testenv.Long(t)
-			}
 			tr := ""
 			if run.java {
 				tr = javaAdapter(t)
