@@ -93,7 +93,11 @@ func runWorkloadOn(t testing.TB, c cluster.Cluster, cfg workload.Config, seed ui
 	if err := wl.FinalReads(ctx); err != nil {
 		t.Fatalf("final reads: %v", err)
 	}
-	if err := wl.Close(ctx); err != nil {
+	// Close gets its own minute: the final reads of a large run can use up most of ctx,
+	// and a Close given no time reports every process's producers still closing.
+	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+	defer ccancel()
+	if err := wl.Close(cctx); err != nil {
 		t.Errorf("close: %v", err)
 	}
 	if err := hw.Close(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/workload"
 )
@@ -26,7 +27,10 @@ import (
 // 2,000 processes of one role each, 500x400x5 one of 500 processes of four roles each), e.g.
 // FENCECHECK_SCALE=300x1,100x5. There is one reader per 10 processes. Each run lasts
 // FENCECHECK_SCALE_DURATION (default 30s) on the low preset, lease FENCECHECK_SCALE_LEASE
-// (default the preset's), process links FENCECHECK_SCALE_LINKS (proxy, the default, or conn),
+// (default the preset's; the load's intervals stretch with it, see scaleLoad), the
+// coordination topic's partitions FENCECHECK_SCALE_PARTITIONS (default the preset's), process
+// links FENCECHECK_SCALE_LINKS (proxy, the default, or conn), on FENCECHECK_SCALE_CLUSTER
+// (embedded, the default, or local: three Kafka JVMs from make kafka),
 // and reports descriptors, memory, CPU, rates, history size, check time, renewal lateness and
 // the held fraction; the history must check valid, the held fraction be at least 0.8 and the
 // p99 renewal gap at most 1.1 renewal periods (Lease/3). `make scale` runs the fleet shapes.
@@ -56,12 +60,26 @@ func TestScale(t *testing.T) {
 				cfg.MembersPerRole = min(p, capMembers)
 			}
 			if lease > 0 {
+				scaleLoad(&cfg.Load, float64(lease)/float64(cfg.Lease))
 				cfg.Lease = units.Duration(lease)
+			}
+			if n, _ := strconv.Atoi(os.Getenv("FENCECHECK_SCALE_PARTITIONS")); n > 0 {
+				cfg.TopicPartitions = int32(n)
 			}
 			cfg.RequestTimeout = units.Duration(10 * time.Second)
 			scaleRun(t, cfg, d, links)
 		})
 	}
+}
+
+// scaleLoad stretches the load's intervals by f (and its work rate by 1/f) for a lease f
+// times the preset's, so that members look, back off and work as often per lease as the
+// preset has them do: a longer lease with the preset's looks only adds reads.
+func scaleLoad(l *workload.Load, f float64) {
+	for _, d := range []*units.Duration{&l.Look, &l.Contend, &l.BackoffMin, &l.BackoffMax, &l.ReadEvery} {
+		*d = units.Duration(float64(*d) * f)
+	}
+	l.WorkRate /= f
 }
 
 func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, links cluster.LinkMode) {
@@ -86,8 +104,18 @@ func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, links cluster.
 		}
 	}
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	c, err := embedded.New(ctx, embedded.Options{Network: cluster.NetworkOptions{ProcessLinks: links}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	var c cluster.Cluster
+	var err error
+	netOpts := cluster.NetworkOptions{ProcessLinks: links}
+	switch kind := os.Getenv("FENCECHECK_SCALE_CLUSTER"); kind {
+	case "", embedded.Kind:
+		c, err = embedded.New(ctx, embedded.Options{Network: netOpts})
+	case local.Kind:
+		c, err = local.New(ctx, local.Options{Network: netOpts, LogsDir: t.TempDir()})
+	default:
+		t.Fatalf("FENCECHECK_SCALE_CLUSTER: %q is not %s or %s", kind, embedded.Kind, local.Kind)
+	}
 	cancel()
 	if err != nil {
 		t.Fatal(err)
