@@ -145,7 +145,8 @@ bench:
 ## role each and 500 processes of four roles each, 400 roles of 5 members, conn links; then
 ## 500 members on one role. The 12 s lease stretches the load's intervals with it (6x the low
 ## preset's). Override with SCALE=..., SCALE_LINKS, SCALE_DURATION, SCALE_LEASE, and
-## SCALE_CLUSTER=local for three Kafka JVMs (make kafka).
+## SCALE_CLUSTER=local for three Kafka JVMs (make kafka). Then holder-partition among 2,000
+## processes (scenarios/fleet), which must come out valid.
 SCALE ?= 2000x400x5,500x400x5,500x1
 SCALE_LINKS ?= conn
 SCALE_DURATION ?= 60s
@@ -155,6 +156,7 @@ scale:
 	FENCECHECK_SCALE=$(SCALE) FENCECHECK_SCALE_LINKS=$(SCALE_LINKS) FENCECHECK_SCALE_DURATION=$(SCALE_DURATION) \
 	FENCECHECK_SCALE_LEASE=$(SCALE_LEASE) FENCECHECK_SCALE_CLUSTER=$(SCALE_CLUSTER) \
 	$(GO) test ./workload -run '^TestScale$$' -v -timeout 60m
+	FENCECHECK_FLEET=1 $(GO) test ./scenarios -run '^TestFleetScenario$$' -v -timeout 30m
 
 clean:
 	rm -rf bin

@@ -204,3 +204,26 @@ func TestScenariosContainers(t *testing.T) {
 		runScenario(t, "kill-coordinator", scenarios.KindContainers, 11)
 	})
 }
+
+// TestFleetScenario runs scenarios/fleet/holder-partition-2000.yaml when FENCECHECK_FLEET is
+// set (make scale): holder-partition among 2,000 processes in 400 roles of 5, which must come
+// out valid with its promises (a handoff, both cuts taking hold). It takes about 4.5 minutes
+// and 12 GiB on two cores, most of them in the final reads and the check.
+// Without it, the file must still parse.
+func TestFleetScenario(t *testing.T) {
+	const file, seed = "fleet/holder-partition-2000.yaml", 1
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scenarios.Parse(file, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("FENCECHECK_FLEET") == "" {
+		t.Skip("set FENCECHECK_FLEET=1 to run holder-partition among 2,000 processes")
+	}
+	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: seed})
+	mustBeValid(t, s.Name, scenarios.KindEmbedded, seed, out, err)
+	t.Logf("%s: %s, report %s", s.Name, out.Results.Verdict, out.Dir)
+}
