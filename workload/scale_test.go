@@ -27,8 +27,7 @@ import (
 // 2,000 processes of one role each, 500x400x5 one of 500 processes of four roles each), e.g.
 // FENCECHECK_SCALE=300x1,100x5. There is one reader per 10 processes. Each run lasts
 // FENCECHECK_SCALE_DURATION (default 30s) on the low preset, lease FENCECHECK_SCALE_LEASE
-// (default the preset's; the load's intervals stretch with it, see scaleLoad), the
-// coordination topic's partitions FENCECHECK_SCALE_PARTITIONS (default the preset's), process
+// (default the preset's; the load's intervals stretch with it, see scaleLoad), process
 // links FENCECHECK_SCALE_LINKS (proxy, the default, or conn), on FENCECHECK_SCALE_CLUSTER
 // (embedded, the default, or local: three Kafka JVMs from make kafka),
 // and reports descriptors, memory, CPU, rates, history size, check time, renewal lateness and
@@ -62,9 +61,6 @@ func TestScale(t *testing.T) {
 			if lease > 0 {
 				scaleLoad(&cfg.Load, float64(lease)/float64(cfg.Lease))
 				cfg.Lease = units.Duration(lease)
-			}
-			if n, _ := strconv.Atoi(os.Getenv("FENCECHECK_SCALE_PARTITIONS")); n > 0 {
-				cfg.TopicPartitions = int32(n)
 			}
 			cfg.RequestTimeout = units.Duration(10 * time.Second)
 			scaleRun(t, cfg, d, links)
