@@ -48,11 +48,9 @@ func (f *freezer) Holder(role string) (nemesis.Member, bool) {
 // flight, and the newest believer has renewed its lease since it acquired. In a scramble
 // (several members acquiring at once, as at a run's start) the first to return may be
 // deposed a moment later by an acquire still in flight; a freeze aimed at it never takes
-// hold, since its next write fails before its pause point.
+// hold, since its next write fails before its pause point. Acquiring is asked after the
+// holders are read: an acquire that ended in between shows as a holder not yet renewed.
 func (f *freezer) SettledHolder(role string) (nemesis.Member, bool) {
-	if f.wl.Acquiring(role) {
-		return nemesis.Member{}, false
-	}
 	h, ok := newestHolder(f.wl.Holders(), role)
 	if !ok || h.LeaseUntil == 0 || f.wl.Acquiring(role) {
 		return nemesis.Member{}, false
