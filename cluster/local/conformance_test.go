@@ -17,12 +17,7 @@ import (
 // also through the Java adapter, see TestJavaAdapterConformance).
 func TestTransportConformance(t *testing.T) {
 	c := sharedCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dial, err := c.Links(ctx, 90)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dial := processLinks(t, c, 90)
 	bootstrap := strings.Join(c.Bootstrap(), ",")
 	t.Run("TV2 cluster", func(t *testing.T) {
 		transporttest.Run(t, transporttest.Env{Bootstrap: bootstrap, Dial: dial, TransactionVersion: 2,

@@ -78,10 +78,7 @@ func deposedDescribes(t *testing.T, c *local.Cluster, cutDescriber bool) (cut, h
 	bootstrap := strings.Join(c.Bootstrap(), ",")
 	topic := fmt.Sprintf("fencecheck-deposed-%d", time.Now().UnixNano()) // the role's transactional id too
 	const describerProcess = 91                                          // links of its own
-	dial, err := c.Links(ctx, describerProcess)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dial := processLinks(t, c, describerProcess)
 	start := func(dial cluster.DialFunc) *transport.BrokerTransport {
 		cfg := transport.NewConfig(bootstrap, 10*time.Second)
 		cfg.Topic = topic

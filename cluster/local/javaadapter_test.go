@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
@@ -21,12 +20,7 @@ import (
 func TestJavaAdapterConformance(t *testing.T) {
 	argv := javaAdapter(t)
 	c := sharedCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dial, err := c.Links(ctx, 91)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dial := processLinks(t, c, 91)
 	transporttest.Run(t, transporttest.Env{Bootstrap: strings.Join(c.Bootstrap(), ","), Dial: dial, TransactionVersion: 2,
 		PinTransactionVersion: true, New: lineprotoStart(argv)})
 }

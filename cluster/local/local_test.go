@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/clustertest"
 	"github.com/fencecheck/fencecheck/cluster/local"
 )
@@ -92,6 +93,19 @@ func sharedCluster(t *testing.T) *local.Cluster {
 		t.Fatalf("start local cluster: %v", sharedErr)
 	}
 	return shared
+}
+
+// processLinks returns the dial function of process n's links to c, failing t when they
+// cannot be made within a minute.
+func processLinks(t *testing.T, c *local.Cluster, n int) cluster.DialFunc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dial, err := c.Links(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dial
 }
 
 func TestLocal(t *testing.T) {

@@ -84,12 +84,7 @@ func TestSecuredSASLSSL(t *testing.T) {
 	if admin.Protocol() != "SASL_SSL" || admin.Password == "" {
 		t.Fatalf("client security %v: want SASL_SSL with a password", admin)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	dial, err := c.Links(ctx, 90)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dial := processLinks(t, c, 90)
 	bootstrap := strings.Join(c.Bootstrap(), ",")
 	t.Run("SCRAM-SHA-256 through the links", func(t *testing.T) {
 		sec := asTransport(admin.SASLOnly())
