@@ -175,27 +175,19 @@ func (t *BrokerTransport) ReadPartition(ctx context.Context, topic string, parti
 func (t *BrokerTransport) scan(ctx context.Context, topic string, info *topicInfo, p int32) ([]*kgo.Record, error) {
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
-	starts, err := t.adm.ListStartOffsets(ctx, topic)
+	start, err := t.partitionOffset(ctx, topic, p, -2, 0)
 	if err != nil {
-		return nil, fmt.Errorf("list start offsets: %w", err)
+		return nil, fmt.Errorf("start offset: %w", err)
 	}
-	ends, err := t.adm.ListCommittedOffsets(ctx, topic)
+	end, err := t.partitionOffset(ctx, topic, p, -1, 1)
 	if err != nil {
-		return nil, fmt.Errorf("list last stable offsets: %w", err)
-	}
-	start, ok := starts.Lookup(topic, p)
-	if !ok || start.Err != nil {
-		return nil, fmt.Errorf("start offset of %s/%d: %v", topic, p, start.Err)
-	}
-	end, ok := ends.Lookup(topic, p)
-	if !ok || end.Err != nil {
-		return nil, fmt.Errorf("last stable offset of %s/%d: %v", topic, p, end.Err)
+		return nil, fmt.Errorf("last stable offset: %w", err)
 	}
 
 	var out []*kgo.Record
-	offset := start.Offset
+	offset := start
 	leader := int32(-1)
-	for offset < end.Offset {
+	for offset < end {
 		if leader < 0 {
 			if leader, err = t.leaderOf(ctx, topic, p); err != nil {
 				return nil, err
@@ -214,14 +206,14 @@ func (t *BrokerTransport) scan(ctx context.Context, topic string, info *topicInf
 			continue
 		}
 		for _, r := range fp.Records {
-			if r.Offset >= end.Offset {
+			if r.Offset >= end {
 				break
 			}
 			out = append(out, r)
 		}
 		if next <= offset { // nothing new below the LSO yet: ask again
 			if err := pause(ctx, 10*time.Millisecond); err != nil {
-				return nil, fmt.Errorf("fetch %s/%d stalled at offset %d before %d: %w", topic, p, offset, end.Offset, err)
+				return nil, fmt.Errorf("fetch %s/%d stalled at offset %d before %d: %w", topic, p, offset, end, err)
 			}
 			continue
 		}
@@ -240,6 +232,41 @@ func (t *BrokerTransport) leaderOf(ctx context.Context, topic string, p int32) (
 		return -1, fmt.Errorf("no leader for %s/%d", topic, p)
 	}
 	return pd.Leader, nil
+}
+
+// partitionOffset returns one offset of partition p of topic, asked of its leader alone:
+// timestamp -2 is the log start offset, -1 with isolation 1 (read_committed) the last stable
+// offset. kgo routes the request by its metadata cache. kadm lists every partition of the
+// topic, asking every broker that leads one: three times the requests of a read on a
+// three-broker cluster, which a fleet's looks multiply.
+func (t *BrokerTransport) partitionOffset(ctx context.Context, topic string, p int32, timestamp int64, isolation int8) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = isolation
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition = p
+	rp.CurrentLeaderEpoch = -1
+	rp.Timestamp = timestamp
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, t.admin)
+	if err != nil {
+		return 0, fmt.Errorf("%s/%d: %w", topic, p, err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rt.Topic != topic || rp.Partition != p {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				return 0, fmt.Errorf("%s/%d: %w", topic, p, err)
+			}
+			return rp.Offset, nil
+		}
+	}
+	return 0, fmt.Errorf("%s/%d: missing from the answer", topic, p)
 }
 
 func (t *BrokerTransport) fetch(ctx context.Context, leader int32, topic string, info *topicInfo, p int32, offset int64) (kgo.FetchPartition, int64, error) {
@@ -363,21 +390,21 @@ func (t *BrokerTransport) WaitStable(ctx context.Context, topic string, p int32)
 	}
 	fail := func(err error) error { return &Error{Op: OpRead, Kind: ErrClient, Stage: StageSend, Err: err} }
 	for {
-		ends, err := t.adm.ListEndOffsets(ctx, topic)
-		if err != nil {
-			return fail(fmt.Errorf("list end offsets: %w", err))
+		// A partition-level error the broker calls retriable (a leader moving) is asked
+		// again; a request that fails is the caller's to handle.
+		hw, err := t.partitionOffset(ctx, topic, p, -1, 0)
+		if err != nil && !kerr.IsRetriable(err) {
+			return fail(fmt.Errorf("high watermark: %w", err))
 		}
-		stable, err := t.adm.ListCommittedOffsets(ctx, topic)
-		if err != nil {
-			return fail(fmt.Errorf("list last stable offsets: %w", err))
+		lso, lerr := t.partitionOffset(ctx, topic, p, -1, 1)
+		if lerr != nil && !kerr.IsRetriable(lerr) {
+			return fail(fmt.Errorf("last stable offset: %w", lerr))
 		}
-		hw, ok1 := ends.Lookup(topic, p)
-		lso, ok2 := stable.Lookup(topic, p)
-		if ok1 && ok2 && hw.Err == nil && lso.Err == nil && lso.Offset >= hw.Offset {
+		if err == nil && lerr == nil && lso >= hw {
 			return nil
 		}
 		if err := pause(ctx, 50*time.Millisecond); err != nil {
-			return fail(fmt.Errorf("%s/%d: last stable offset %d still below high watermark %d: %w", topic, p, lso.Offset, hw.Offset, err))
+			return fail(fmt.Errorf("%s/%d: last stable offset %d still below high watermark %d: %w", topic, p, lso, hw, err))
 		}
 	}
 }
