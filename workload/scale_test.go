@@ -30,9 +30,13 @@ import (
 // (default the preset's; the load's intervals stretch with it, see scaleLoad), process
 // links FENCECHECK_SCALE_LINKS (proxy, the default, or conn), on FENCECHECK_SCALE_CLUSTER
 // (embedded, the default, or local: three Kafka JVMs from make kafka),
-// and reports descriptors, memory, CPU, rates, history size, check time, renewal lateness and
-// the held fraction; the history must check valid, the held fraction be at least 0.8 and the
-// p99 renewal gap at most 1.1 renewal periods (Lease/3). `make scale` runs the fleet shapes.
+// and reports descriptors, memory, CPU, rates, history size, check time, renewal lateness,
+// the held fraction and a timeline of acquires and renewals per 10 s; the history must check
+// valid, the held fraction be at least 0.8 and the p99 renewal gap at most 1.1 renewal periods
+// (Lease/3). `make scale` runs the fleet shapes. For studying a local cluster:
+// FENCECHECK_SCALE_WORK_PARTITIONS sets the work topic's partitions (default one per role),
+// FENCECHECK_SCALE_JVM the brokers' JVM flags (space-separated, replacing the defaults) and
+// FENCECHECK_SCALE_LOGS a folder that keeps the brokers' logs.
 func TestScale(t *testing.T) {
 	spec := os.Getenv("FENCECHECK_SCALE")
 	if spec == "" {
@@ -63,6 +67,9 @@ func TestScale(t *testing.T) {
 				cfg.Lease = units.Duration(lease)
 			}
 			cfg.RequestTimeout = units.Duration(10 * time.Second)
+			if n, _ := strconv.Atoi(os.Getenv("FENCECHECK_SCALE_WORK_PARTITIONS")); n > 0 {
+				cfg.WorkPartitions = int32(n)
+			}
 			scaleRun(t, cfg, d, links)
 		})
 	}
@@ -108,7 +115,15 @@ func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, links cluster.
 	case "", embedded.Kind:
 		c, err = embedded.New(ctx, embedded.Options{Network: netOpts})
 	case local.Kind:
-		c, err = local.New(ctx, local.Options{Network: netOpts, LogsDir: t.TempDir()})
+		var flags []string // the default: local.DefaultJVMFlags
+		if f := os.Getenv("FENCECHECK_SCALE_JVM"); f != "" {
+			flags = strings.Fields(f)
+		}
+		logs := os.Getenv("FENCECHECK_SCALE_LOGS") // the brokers' logs, kept when set
+		if logs == "" {
+			logs = t.TempDir()
+		}
+		c, err = local.New(ctx, local.Options{Network: netOpts, LogsDir: logs, JVMFlags: flags})
 	default:
 		t.Fatalf("FENCECHECK_SCALE_CLUSTER: %q is not %s or %s", kind, embedded.Kind, local.Kind)
 	}
@@ -129,6 +144,7 @@ func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, links cluster.
 	t.Logf("ops %d (%.0f/s), lease writes %v, acquires %v, reads %v, describes %v, handoffs %d, fences %d, held %.3f (min %.3f)",
 		st.Ops, st.OpsPerSecond, st.Kinds[history.KindWriteLease], st.Kinds[history.KindAcquire],
 		st.Kinds[history.KindRead], st.Kinds[history.KindDescribe], st.Handoffs, st.Fences, st.HeldFraction, st.MinHeldFraction)
+	logTimeline(t, res.h, 10*time.Second)
 	gaps := renewalGaps(res.h)
 	period := cfg.Lease.D() / 3
 	if len(gaps) > 0 {
@@ -147,6 +163,62 @@ func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, links cluster.
 	t.Logf("history %d ops, %.1f MB; check took %v", len(res.h.Ops), float64(size)/1e6, time.Since(checkStart).Round(time.Millisecond))
 	if st.HeldFraction < 0.8 {
 		t.Errorf("held fraction %.3f, want ≥ 0.8", st.HeldFraction)
+	}
+}
+
+// logTimeline logs, per window of the run, the acquires (ok / failed / unknown, and the
+// median latency of the ok ones), the ok lease writes and the roles that renewed: how a
+// fleet got started, or how it collapsed.
+func logTimeline(t *testing.T, h *history.History, window time.Duration) {
+	if len(h.Ops) == 0 {
+		return
+	}
+	type bin struct {
+		acq          [3]int // ok, fail, info
+		acqLat       []time.Duration
+		leases, fail int
+		roles        map[string]bool
+	}
+	start := h.Ops[0].Invoke
+	var bins []*bin
+	at := func(ts int64) *bin {
+		i := int((ts - start) / int64(window))
+		for len(bins) <= i {
+			bins = append(bins, &bin{roles: map[string]bool{}})
+		}
+		return bins[i]
+	}
+	for _, op := range h.Ops {
+		switch op.Kind {
+		case history.KindAcquire:
+			b := at(op.Invoke)
+			switch op.Type {
+			case history.TypeOK:
+				b.acq[0]++
+				b.acqLat = append(b.acqLat, time.Duration(op.Return-op.Invoke))
+			case history.TypeFail:
+				b.acq[1]++
+			default:
+				b.acq[2]++
+			}
+		case history.KindWriteLease:
+			b := at(op.Invoke)
+			if op.Type == history.TypeOK {
+				b.leases++
+				b.roles[op.Role] = true
+			} else {
+				b.fail++
+			}
+		}
+	}
+	for i, b := range bins {
+		slices.Sort(b.acqLat)
+		p50 := time.Duration(0)
+		if len(b.acqLat) > 0 {
+			p50 = pct(b.acqLat, 50)
+		}
+		t.Logf("  %3ds: acquires ok %d fail %d unknown %d (ok p50 %v); lease writes ok %d failed %d; roles renewed %d",
+			int((time.Duration(i) * window).Seconds()), b.acq[0], b.acq[1], b.acq[2], p50, b.leases, b.fail, len(b.roles))
 	}
 }
 
