@@ -1,0 +1,71 @@
+package workload
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// fleetLayout lays out procs processes, each a member of one of roles roles (members
+// processes per role), with readers readers, as layout does, without a cluster.
+func fleetLayout(procs, roles, readers int) (*Workload, []history.LogID) {
+	cfg, _ := Preset(PresetLow)
+	cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers = procs, roles, procs/roles, readers
+	wl := &Workload{cfg: cfg}
+	for i := range procs {
+		wl.procs = append(wl.procs, &process{n: i + 1, name: fmt.Sprintf("p%d", i+1)})
+	}
+	var logs []history.LogID
+	for r := range roles {
+		role := fmt.Sprintf("r%d", r+1)
+		logs = append(logs, history.RoleLog(role))
+		for j := range cfg.MembersPerRole {
+			wl.members = append(wl.members, &member{proc: wl.procs[cfg.processOf(r, j)-1], role: role, workP: int32(r) % cfg.workPartitions()})
+		}
+	}
+	for p := range cfg.workPartitions() {
+		logs = append(logs, history.WorkLog(p))
+	}
+	return wl, logs
+}
+
+func TestSettledLogs(t *testing.T) {
+	t.Run("every process reads every log", func(t *testing.T) {
+		wl, logs := fleetLayout(20, 10, 2)
+		got := wl.settledLogs(logs)
+		for _, p := range wl.procs {
+			if !slices.Equal(got[p], logs) {
+				t.Errorf("%s reads %v, want every log (%d)", p.name, got[p], len(logs))
+			}
+		}
+	})
+	t.Run("a fleet's process reads its own logs, a reader's every log", func(t *testing.T) {
+		wl, logs := fleetLayout(2000, 400, 200) // 800 logs: 1.6 million reads if every process read every log
+		got := wl.settledLogs(logs)
+		reads := 0
+		for i, p := range wl.procs {
+			reads += len(got[p])
+			if i < wl.cfg.Readers {
+				if !slices.Equal(got[p], logs) {
+					t.Errorf("%s (a reader's process) reads %d logs, want every log (%d)", p.name, len(got[p]), len(logs))
+				}
+				continue
+			}
+			var want []history.LogID
+			for _, m := range wl.members {
+				if m.proc == p {
+					want = append(want, history.RoleLog(m.role), history.WorkLog(m.workP))
+				}
+			}
+			slices.SortFunc(want, func(a, b history.LogID) int { return slices.Index(logs, a) - slices.Index(logs, b) })
+			if !slices.Equal(got[p], want) {
+				t.Errorf("%s reads %v, want its own logs %v", p.name, got[p], want)
+			}
+		}
+		if want := 200*800 + 1800*2; reads != want {
+			t.Errorf("%d settled reads, want %d", reads, want)
+		}
+	})
+}
