@@ -19,6 +19,11 @@ type topicInfo struct {
 
 // coordinationTopic returns the coordination topic, creating it on first use.
 func (t *BrokerTransport) coordinationTopic(ctx context.Context, op Op, role Role) (*topicInfo, error) {
+	// Once the topic is known no request is made, so no deadline is needed: its timer was a
+	// cost every lease write paid.
+	if info := t.knownTopic(t.cfg.Topic); info != nil {
+		return info, nil
+	}
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	info, err := t.ensureTopic(ctx, t.cfg.Topic, t.cfg.TopicPartitions)
@@ -46,6 +51,13 @@ func (t *BrokerTransport) EnsureTopic(ctx context.Context, topic string, partiti
 		return 0, &Error{Op: OpStart, Kind: ErrAdmin, Stage: StageSend, Err: err}
 	}
 	return info.partitions, nil
+}
+
+// knownTopic returns what ensureTopic cached of topic, or nil.
+func (t *BrokerTransport) knownTopic(topic string) *topicInfo {
+	t.topicsMu.Lock()
+	defer t.topicsMu.Unlock()
+	return t.topics[topic]
 }
 
 // ensureTopic creates topic if needed and caches its id and partition count. It asks first

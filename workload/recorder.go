@@ -46,13 +46,19 @@ func (r *recorder) now() int64 { return int64(time.Since(r.start)) }
 // worthless, and Run reports it.
 func (r *recorder) append(e history.Event) {
 	if err := r.w.Append(e); err != nil {
-		r.errOnce.Do(func() {
-			err = fmt.Errorf("history: %w", err)
-			r.err.Store(&err)
-			close(r.broken)
-			r.log.Error("history append failed; the run cannot be checked", "err", err)
-		})
+		r.appendFailed(err)
 	}
+}
+
+// appendFailed keeps err if it is the first append error. It is apart from append because
+// its closure captures err, which then moved to the heap on every append.
+func (r *recorder) appendFailed(err error) {
+	r.errOnce.Do(func() {
+		err = fmt.Errorf("history: %w", err)
+		r.err.Store(&err)
+		close(r.broken)
+		r.log.Error("history append failed; the run cannot be checked", "err", err)
+	})
 }
 
 // failed returns the first append error, or nil.
@@ -88,9 +94,10 @@ type call struct {
 	invoke int64
 }
 
-// begin allocates the operation id and appends the invoke.
-func (c *client) begin(kind history.Kind, role string, args history.Args) *call {
-	k := &call{c: c, id: c.rec.lastOp.Add(1), kind: kind, role: role}
+// begin allocates the operation id and appends the invoke. The call is returned by value so
+// that it stays on the caller's stack: every operation made one heap allocation for it.
+func (c *client) begin(kind history.Kind, role string, args history.Args) call {
+	k := call{c: c, id: c.rec.lastOp.Add(1), kind: kind, role: role}
 	if kind.IsWrite() {
 		args.WriteID = writeID(uint64(k.id))
 	}

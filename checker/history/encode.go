@@ -11,7 +11,7 @@ import (
 // type and kind use, so lines stay short, and it does not use reflection: the recorder calls
 // it for every event.
 func appendEvent(buf []byte, e *Event) ([]byte, error) {
-	name, err := e.Type.MarshalText()
+	name, err := e.Type.name() // not MarshalText, whose []byte is an allocation per event
 	if err != nil {
 		return buf, err
 	}

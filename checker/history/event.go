@@ -49,10 +49,19 @@ func (t EventType) IsCompletion() bool { return t == TypeOK || t == TypeFail || 
 
 // MarshalText encodes the type as its name.
 func (t EventType) MarshalText() ([]byte, error) {
-	if int(t) >= len(typeNames) || typeNames[t] == "" {
-		return nil, fmt.Errorf("event type %d: %w", t, ErrMalformed)
+	name, err := t.name()
+	if err != nil {
+		return nil, err
 	}
-	return []byte(typeNames[t]), nil
+	return []byte(name), nil
+}
+
+// name returns the type's name, or ErrMalformed for an unknown type.
+func (t EventType) name() (string, error) {
+	if int(t) >= len(typeNames) || typeNames[t] == "" {
+		return "", fmt.Errorf("event type %d: %w", t, ErrMalformed)
+	}
+	return typeNames[t], nil
 }
 
 // UnmarshalText decodes a type name.
