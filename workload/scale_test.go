@@ -145,6 +145,7 @@ func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, links cluster.
 		st.Ops, st.OpsPerSecond, st.Kinds[history.KindWriteLease], st.Kinds[history.KindAcquire],
 		st.Kinds[history.KindRead], st.Kinds[history.KindDescribe], st.Handoffs, st.Fences, st.HeldFraction, st.MinHeldFraction)
 	logTimeline(t, res.h, 10*time.Second)
+	logFinalReads(t, res.h)
 	gaps := renewalGaps(res.h)
 	period := cfg.Lease.D() / 3
 	if len(gaps) > 0 {
@@ -220,6 +221,34 @@ func logTimeline(t *testing.T, h *history.History, window time.Duration) {
 		t.Logf("  %3ds: acquires ok %d fail %d unknown %d (ok p50 %v); lease writes ok %d failed %d; roles renewed %d",
 			int((time.Duration(i) * window).Seconds()), b.acq[0], b.acq[1], b.acq[2], p50, b.leases, b.fail, len(b.roles))
 	}
+}
+
+// logFinalReads logs how long the final reads and the settled reads after them took, from
+// the first invoke to the last return of each, and how many there were.
+func logFinalReads(t *testing.T, h *history.History) {
+	var finals, settled int
+	first, last := int64(-1), int64(0) // of the final reads
+	for _, op := range h.Ops {
+		if op.Kind == history.KindFinalRead {
+			finals++
+			if first < 0 || op.Invoke < first {
+				first = op.Invoke
+			}
+			last = max(last, op.Return)
+		}
+	}
+	if finals == 0 {
+		return
+	}
+	var sLast int64
+	for _, op := range h.Ops {
+		if op.Kind == history.KindRead && op.Invoke >= first && op.Process != workload.FinalProcess {
+			settled++
+			sLast = max(sLast, op.Return)
+		}
+	}
+	t.Logf("final reads: %d in %v; settled reads: %d, done %v after the final reads",
+		finals, time.Duration(last-first).Round(time.Millisecond), settled, time.Duration(max(0, sLast-last)).Round(time.Millisecond))
 }
 
 // renewalGaps returns, sorted, the gaps between consecutive ok lease writes of one holding
