@@ -402,8 +402,8 @@ func (t *BrokerTransport) WaitStable(ctx context.Context, topic string, p int32)
 	}
 	fail := func(err error) error { return &Error{Op: OpRead, Kind: ErrClient, Stage: StageSend, Err: err} }
 	for {
-		// A partition-level error the broker calls retriable (a leader moving) is asked
-		// again; a request that fails is the caller's to handle.
+		// An error the broker calls retriable (a leader moving, whether kgo reports it for the
+		// partition or for the request) is asked again; any other ends the wait.
 		hw, err := t.partitionOffset(ctx, topic, p, -1, 0)
 		if err != nil && !kerr.IsRetriable(err) {
 			return fail(fmt.Errorf("high watermark: %w", err))
@@ -415,8 +415,12 @@ func (t *BrokerTransport) WaitStable(ctx context.Context, topic string, p int32)
 		if err == nil && lerr == nil && lso >= hw {
 			return nil
 		}
+		state := fmt.Sprintf("last stable offset %d still below high watermark %d", lso, hw)
+		if err = errors.Join(err, lerr); err != nil {
+			state = fmt.Sprintf("offsets not known: %v", err)
+		}
 		if err := pause(ctx, 50*time.Millisecond); err != nil {
-			return fail(fmt.Errorf("%s/%d: last stable offset %d still below high watermark %d: %w", topic, p, lso, hw, err))
+			return fail(fmt.Errorf("%s/%d: %s: %w", topic, p, state, err))
 		}
 	}
 }
