@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,9 +28,9 @@ const (
 // it after Run, once the runner has healed every fault and the cluster is healthy. It uses a
 // transport of its own on the cluster's bootstrap addresses, without links, so the reference
 // does not depend on any process's links. A failed read is tried again (every attempt is
-// recorded) up to 5 times or until ctx ends. Then every process reads every log once more
-// through its own transport (settledReads). The history is synced to stable storage at the
-// end. The error names the logs that could not be read; without them the run is inconclusive.
+// recorded) up to 5 times or until ctx ends. Then each process reads, once more and through
+// its own transport, every log or, in a fleet, the logs settledLogs gives it (settledReads).
+// The history is synced to stable storage at the end. The error names the logs that could not be read; without them the run is inconclusive.
 func (wl *Workload) FinalReads(ctx context.Context) error {
 	tr, err := transport.Start(ctx, wl.transportConfig(FinalProcess))
 	if err != nil {
@@ -118,8 +119,8 @@ func (wl *Workload) finalRead(ctx context.Context, cl *client, l history.LogID) 
 }
 
 // Settled reads: how often a process reads a settled log that came back short, and how many
-// reads they may come to in all before each process reads less than every log (see
-// settledLogs).
+// process-log pairs they may cover in all before a process reads less than every log (see
+// settledLogs; a read that comes back short is tried again on top of that).
 const (
 	settledAttempts = 3
 	settledRetry    = 100 * time.Millisecond
@@ -127,12 +128,15 @@ const (
 )
 
 // settledLogs returns the logs each process reads after the final reads. Every process reads
-// every log, unless that comes to more than settledBudget reads (a fleet): then every process
-// reads the logs it worked on (its roles' lease logs and their work partitions), and the
-// processes with a reader, in the readers' order, read every log while the budget lasts, the
-// first of them in any case. Each read scans its role's whole partition, so a 2,000-process
-// fleet of 400 roles would otherwise make 1.6 million reads (minutes after the run, most of
-// its history), mostly of logs the reading process never touched.
+// every log, unless that comes to more than settledBudget process-log pairs (a fleet): then
+// every process reads the logs it worked on (its roles' lease logs and their work
+// partitions), and the processes with a reader, in the readers' order, read every log while
+// the budget lasts, the first of them in any case. Each read scans its role's whole
+// partition, so a 2,000-process fleet of 400 roles would otherwise make 1.6 million reads
+// (minutes after the run, most of its history), mostly of logs the reading process never
+// touched. The price: a process that neither worked on a log nor made the cut no longer
+// reads it settled, so a fault in one process's own read path (an exec transport keeps state
+// per process) shows only in the logs that process reads.
 func (wl *Workload) settledLogs(logs []history.LogID) map[*process][]history.LogID {
 	out := make(map[*process][]history.LogID, len(wl.procs))
 	if len(wl.procs)*len(logs) <= settledBudget {
@@ -141,26 +145,29 @@ func (wl *Workload) settledLogs(logs []history.LogID) map[*process][]history.Log
 		}
 		return out
 	}
-	own := make(map[*process]map[history.LogID]bool, len(wl.procs))
+	at := make(map[history.LogID]int, len(logs)) // a log's place in logs
+	for i, l := range logs {
+		at[l] = i
+	}
+	own := make(map[*process][]int, len(wl.procs)) // places of the logs each process worked on
 	for _, m := range wl.members {
-		if own[m.proc] == nil {
-			own[m.proc] = map[history.LogID]bool{}
+		for _, l := range []history.LogID{history.RoleLog(m.role), history.WorkLog(m.workP)} {
+			if i, ok := at[l]; ok && !slices.Contains(own[m.proc], i) {
+				own[m.proc] = append(own[m.proc], i)
+			}
 		}
-		own[m.proc][history.RoleLog(m.role)] = true
-		own[m.proc][history.WorkLog(m.workP)] = true
 	}
 	total := 0
 	for _, p := range wl.procs {
-		for _, l := range logs { // in the order of logs, as every process reads them
-			if own[p][l] {
-				out[p] = append(out[p], l)
-			}
+		slices.Sort(own[p]) // in the order of logs, as every process reads them
+		for _, i := range own[p] {
+			out[p] = append(out[p], logs[i])
 		}
 		total += len(out[p])
 	}
 	all := map[*process]bool{}
-	for i := range wl.cfg.Readers {
-		p := wl.procs[i%wl.cfg.Processes] // as layout places the readers
+	for _, r := range wl.readers {
+		p := r.proc
 		if all[p] {
 			continue
 		}
@@ -174,14 +181,15 @@ func (wl *Workload) settledLogs(logs []history.LogID) map[*process][]history.Log
 	return out
 }
 
-// settledReads has every process read every log (see settledLogs) once more through its own
-// transport, after the final reads: nothing is written any more and every log is stable, so each read must
-// return the whole final log (the checker's read-prefix says so). It is the one moment a read
-// that drops records can be told from one that began before the last commits: during the
-// run, a short read is just an earlier prefix. A read that comes back shorter than the final
-// read is tried again a few times, since a partition leader that just took over may briefly
-// report an older last stable offset; every attempt is recorded, and the checker judges the
-// last. Failures are only recorded: these reads are not the reference.
+// settledReads has each process read its logs (every log, or those settledLogs gives it in a
+// fleet) once more through its own transport, after the final reads: nothing is written any
+// more and every log is stable, so each read must return the whole final log (the checker's
+// read-prefix says so). It is the one moment a read that drops records can be told from one
+// that began before the last commits: during the run, a short read is just an earlier
+// prefix. A read that comes back shorter than the final read is tried again a few times,
+// since a partition leader that just took over may briefly report an older last stable
+// offset; every attempt is recorded, and the checker judges the last. Failures are only
+// recorded: these reads are not the reference.
 func (wl *Workload) settledReads(ctx context.Context, logs []history.LogID, finalLen map[history.LogID]int) {
 	var wg sync.WaitGroup
 	perProc := wl.settledLogs(logs)

@@ -17,6 +17,9 @@ func fleetLayout(procs, roles, readers int) (*Workload, []history.LogID) {
 	for i := range procs {
 		wl.procs = append(wl.procs, &process{n: i + 1, name: fmt.Sprintf("p%d", i+1)})
 	}
+	for i := range readers {
+		wl.readers = append(wl.readers, &reader{proc: wl.procs[i%procs]}) // as layout places them
+	}
 	var logs []history.LogID
 	for r := range roles {
 		role := fmt.Sprintf("r%d", r+1)
@@ -69,6 +72,29 @@ func TestSettledLogs(t *testing.T) {
 		// reads every log adds 798, and as many do as fit in the budget.
 		if want := 4000 + (settledBudget-4000)/798*798; reads != want || readAll != (settledBudget-4000)/798 {
 			t.Errorf("%d settled reads, %d processes reading every log; want %d and %d", reads, readAll, want, (settledBudget-4000)/798)
+		}
+	})
+	t.Run("the first reader's process reads every log even past the budget", func(t *testing.T) {
+		wl, logs := fleetLayout(12000, 2000, 3) // own logs alone: 24,000 pairs
+		got := wl.settledLogs(logs)
+		if !slices.Equal(got[wl.procs[0]], logs) {
+			t.Errorf("the first reader's process reads %d logs, want every log (%d)", len(got[wl.procs[0]]), len(logs))
+		}
+		if n := len(got[wl.procs[1]]); n != 2 {
+			t.Errorf("the second reader's process reads %d logs, want its own 2: the budget is spent", n)
+		}
+	})
+	t.Run("readers that share a process count it once", func(t *testing.T) {
+		wl, logs := fleetLayout(2000, 400, 4000) // two readers on every process
+		got := wl.settledLogs(logs)
+		readAll := 0
+		for _, p := range wl.procs {
+			if slices.Equal(got[p], logs) {
+				readAll++
+			}
+		}
+		if want := (settledBudget - 4000) / 798; readAll != want {
+			t.Errorf("%d processes read every log, want %d", readAll, want)
 		}
 	})
 }

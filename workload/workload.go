@@ -85,6 +85,7 @@ func startReal(ctx context.Context, cfg transport.Config) (Transport, error) {
 
 // reader is a loop of reads and describes on one process.
 type reader struct {
+	proc      *process
 	plan      *ReaderPlan
 	cl        *client
 	workTopic string
@@ -316,7 +317,7 @@ func (wl *Workload) layout() {
 	}
 	for i := range cfg.Readers {
 		p := wl.procs[i%cfg.Processes]
-		wl.readers = append(wl.readers, &reader{plan: plan.Reader(i), cl: wl.rec.newClient(p.tr, p.name, ""), workTopic: wl.workTopic})
+		wl.readers = append(wl.readers, &reader{proc: p, plan: plan.Reader(i), cl: wl.rec.newClient(p.tr, p.name, ""), workTopic: wl.workTopic})
 	}
 }
 
