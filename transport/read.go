@@ -416,8 +416,8 @@ func (t *BrokerTransport) WaitStable(ctx context.Context, topic string, p int32)
 			return nil
 		}
 		state := fmt.Sprintf("last stable offset %d still below high watermark %d", lso, hw)
-		if err = errors.Join(err, lerr); err != nil {
-			state = fmt.Sprintf("offsets not known: %v", err)
+		if unknown := errors.Join(err, lerr); unknown != nil {
+			state = fmt.Sprintf("offsets not known: %v", unknown)
 		}
 		if err := pause(ctx, 50*time.Millisecond); err != nil {
 			return fail(fmt.Errorf("%s/%d: %s: %w", topic, p, state, err))

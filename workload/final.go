@@ -30,7 +30,8 @@ const (
 // does not depend on any process's links. A failed read is tried again (every attempt is
 // recorded) up to 5 times or until ctx ends. Then each process reads, once more and through
 // its own transport, every log or, in a fleet, the logs settledLogs gives it (settledReads).
-// The history is synced to stable storage at the end. The error names the logs that could not be read; without them the run is inconclusive.
+// The history is synced to stable storage at the end. The error names the logs that could
+// not be read; without them the run is inconclusive.
 func (wl *Workload) FinalReads(ctx context.Context) error {
 	tr, err := transport.Start(ctx, wl.transportConfig(FinalProcess))
 	if err != nil {

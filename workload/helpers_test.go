@@ -90,11 +90,9 @@ func runWorkloadOn(t testing.TB, c cluster.Cluster, cfg workload.Config, seed ui
 	}
 	<-done
 	stats := wl.Stats()
-	finalStart := time.Now()
 	if err := wl.FinalReads(ctx); err != nil {
 		t.Fatalf("final reads: %v", err)
 	}
-	t.Logf("final and settled reads took %v", time.Since(finalStart).Round(time.Millisecond))
 	// Close gets its own minute: the final reads of a large run can use up most of ctx,
 	// and a Close given no time reports every process's producers still closing.
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
