@@ -8,8 +8,14 @@ FUZZTIME ?= 50000x
 
 # The kafka target (Maven-fetched Apache Kafka jars) lives in mk/kafka.mk.
 -include mk/kafka.mk
-# The Java reference adapter of the exec protocol (kafka-clients): mk/java-adapter.mk.
+# The adapters of the exec protocol in adapters/ (docs/clients.md): the Java reference adapter
+# on kafka-clients (mk/java-adapter.mk) and the third-party clients, each in mk/NAME-adapter.mk.
 -include mk/java-adapter.mk
+CLIENT_ADAPTERS := librdkafka sarama kafkajs
+-include $(CLIENT_ADAPTERS:%=mk/%-adapter.mk)
+# Tansu, a Kafka-compatible broker that lacks parts of the transaction APIs: the preflight's
+# test on a real broker (make tansu-check; docs/clusters.md#preflight).
+-include mk/tansu.mk
 
 # The containers backend's Docker engine and images: docker/engine.sh, docker/images.sh.
 ENGINE := docker/engine.sh
@@ -17,15 +23,16 @@ ENGINE_HOST := $(shell $(ENGINE) host)
 # KEEP_ENGINE=1 leaves the engine running after `make test` (for a quicker next run).
 KEEP_ENGINE ?= 0
 
-.PHONY: all build test test-go test-kafka-lane test-light-lane test-long lint fuzz bench scale run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
+.PHONY: adapters client-adapters all build test test-go test-kafka-lane test-light-lane test-long lint fuzz bench scale run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
 
 all: build
 
 # The first build downloads every module and compiles it, printing little but `go: downloading`:
-# say so first.
+# say so first. -buildvcs=auto stamps the git revision (fencecheck version, run.json) even where
+# GOFLAGS turns it off, and builds without it outside a checkout.
 build:
 	@echo "building bin/fencecheck (the first build downloads the Go modules and compiles them; that takes minutes, later builds seconds)"
-	$(GO) build -o bin/fencecheck ./cmd/fencecheck
+	$(GO) build -buildvcs=auto -o bin/fencecheck ./cmd/fencecheck
 
 ## run: the default scenario (steady, on the embedded cluster) with its report in runs/latest/.
 run: build
@@ -85,7 +92,12 @@ MODULE := github.com/fencecheck/fencecheck
 REQUIRE := FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1
 GOTEST := $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT)
 
-test: lint kafka java-adapter browser
+## adapters: every adapter of adapters/; client-adapters: the third-party ones (PyPI, npm and
+## the Go module proxy, no Maven).
+adapters: java-adapter client-adapters
+client-adapters: $(CLIENT_ADAPTERS:%=%-adapter)
+
+test: lint kafka adapters browser
 	$(MAKE) -j2 test-kafka-lane test-light-lane TEST_LIGHT_EXTRA=1
 
 ## test-go: the Go tests of both lanes, without the race and fuzz runs.
@@ -100,7 +112,15 @@ test-light-lane:
 	FENCECHECK_LANE=light $(REQUIRE) $(GOTEST) $$($(GO) list ./... | grep -vxF $(foreach p,$(KAFKA_ONLY_PKGS),-e $(MODULE)/$(p:./%=%)))
 	@if [ "$(TEST_LIGHT_EXTRA)" = 1 ]; then \
 	  echo "$(GO) test -race -timeout 10m ./transport/..."; $(GO) test -race -timeout 10m ./transport/... && \
-	  $(MAKE) fuzz; fi
+	  $(MAKE) fuzz && $(MAKE) test-adapters; fi
+
+## test-adapters: the client-quirk regressions of the third-party adapters (seconds, no broker):
+## adapters/kafkajs/quirks.test.js and adapters/sarama/quirks_test.go, each failing once a client
+## release fixes its quirk. make test runs it in the light lane.
+.PHONY: test-adapters
+test-adapters: kafkajs-adapter sarama-adapter
+	$(NODE) --test adapters/kafkajs/
+	cd adapters/sarama && $(GO) test ./...
 
 ## test-long: make test's Go tests plus the long ones (internal/testenv.Long): each repeats at
 ## full length what make test covers more briefly, such as a scenario on a second backend.

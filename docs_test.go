@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/fencecheck/fencecheck/transport/mutant"
 )
 
 var (
@@ -178,4 +180,103 @@ func TestDocLinksCatchesBadLinks(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// TestDocCounts holds the docs' counts and lists to the tree: the number of golden histories
+// docs/testing.md quotes, the scenarios of docs/usage.md's table (against
+// scenarios/catalogue), the mutants of docs/measurements.md's selftest table and the number
+// it writes out in words (against `fencecheck selftest --list`, transport/mutant), and the
+// regressions of docs/regressions.md's measured table (against scenarios/regressions).
+func TestDocCounts(t *testing.T) {
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	names := func(glob, ext string) []string {
+		files, err := filepath.Glob(glob)
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: %v (%d files)", glob, err, len(files))
+		}
+		var out []string
+		for _, f := range files {
+			out = append(out, strings.TrimSuffix(filepath.Base(f), ext))
+		}
+		slices.Sort(out)
+		return out
+	}
+	// tableColumn is the first column of the markdown table whose header row starts with head,
+	// split on ", " (one row may name several).
+	tableColumn := func(text, head string) []string {
+		i := strings.Index(text, head)
+		if i < 0 {
+			t.Fatalf("no table headed %q", head)
+		}
+		var out []string
+		for _, line := range strings.Split(text[i:], "\n")[2:] {
+			if !strings.HasPrefix(line, "|") {
+				break
+			}
+			for _, n := range strings.Split(strings.TrimSpace(strings.Split(line, "|")[1]), ", ") {
+				if !slices.Contains(out, n) {
+					out = append(out, n)
+				}
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	golden := len(names("checker/testdata/*.jsonl", ".jsonl"))
+	m := regexp.MustCompile(`(\d+) hand-written golden histories`).FindStringSubmatch(read("docs/testing.md"))
+	if m == nil || m[1] != fmt.Sprint(golden) {
+		t.Errorf("docs/testing.md quotes %v golden histories; checker/testdata has %d", m, golden)
+	}
+
+	if got, want := tableColumn(read("docs/usage.md"), "| scenario | what it does |"), names("scenarios/catalogue/*.yaml", ".yaml"); !slices.Equal(got, want) {
+		t.Errorf("docs/usage.md's scenario table names %v; scenarios/catalogue has %v", got, want)
+	}
+
+	var mutants []string // selftest's: mutant.List leaves out the regressions' mutants
+	for _, d := range mutant.List() {
+		mutants = append(mutants, d.Name)
+	}
+	slices.Sort(mutants)
+	meas := read("docs/measurements.md")
+	if got := tableColumn(meas, "| mutant | what it breaks |"); !slices.Equal(got, mutants) {
+		t.Errorf("docs/measurements.md's selftest table names %v; transport/mutant has %v", got, mutants)
+	}
+	words := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+		"thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"}
+	if len(mutants) >= len(words) || !strings.Contains(meas, words[len(mutants)]+" broken\ntransports") {
+		t.Errorf("docs/measurements.md does not say %q broken transports (transport/mutant has %d)", words[min(len(mutants), len(words)-1)], len(mutants))
+	}
+
+	var regressions []string
+	for _, row := range regexp.MustCompile(`(?m)^\| ([a-z0-9-]+) \|`).FindAllStringSubmatch(tableText(t, read("docs/regressions.md"), "## The measured table"), -1) {
+		if !slices.Contains(regressions, row[1]) && row[1] != "regression" {
+			regressions = append(regressions, row[1])
+		}
+	}
+	for _, r := range names("scenarios/regressions/*.yaml", ".yaml") {
+		if !slices.Contains(regressions, r) {
+			t.Errorf("regression %s has no row in docs/regressions.md's measured table (rows: %v)", r, regressions)
+		}
+	}
+}
+
+// tableText is the part of text from the heading head to the next heading of any level.
+func tableText(t *testing.T, text, head string) string {
+	t.Helper()
+	i := strings.Index(text, head)
+	if i < 0 {
+		t.Fatalf("no heading %q", head)
+	}
+	rest := text[i+len(head):]
+	if j := strings.Index(rest, "\n#"); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -30,7 +31,7 @@ type run struct {
 // of the non-advisory checks and of coverage; a recording that breaks the history's own rules
 // (well-formed) is a harness error, and no model check runs on a role it names.
 func Check(ctx context.Context, h *history.History, opts Options) (*Results, error) {
-	cfg, err := opts.config(h.Meta.LeaseDuration, h.Meta.Promises, h.Meta.ProducerIDs, h.Meta.TransactionVersion)
+	cfg, err := opts.config(&h.Meta)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +156,7 @@ func (c *run) finish(start time.Time) {
 	for i := range c.res.Checks {
 		r := &c.res.Checks[i]
 		c.dropIllFormed(r)
+		c.notCovered(r)
 		if len(r.Anomalies) > 0 && c.x != nil {
 			if byID == nil {
 				byID = c.x.opsByID()
@@ -226,4 +228,25 @@ func capitalize(s string) string {
 		return s
 	}
 	return string(unicode.ToUpper(r)) + s[n:]
+}
+
+// notCovered turns describe-consistent into VerdictNotCovered when it passed without a single
+// describe to judge: a pass that checked nothing must not read as one. Its details say why:
+// the processes whose transports cannot describe (the header's no_describe), or that no
+// describe completed.
+func (c *run) notCovered(r *Result) {
+	if r.Name != DescribeConsistent || r.Verdict != VerdictValid || c.x == nil {
+		return
+	}
+	for i := range c.x.h.Ops {
+		if op := &c.x.h.Ops[i]; op.Kind == history.KindDescribe && op.Type == history.TypeOK {
+			return
+		}
+	}
+	r.Verdict = VerdictNotCovered
+	if p := c.x.h.Meta.NoDescribe; len(p) > 0 {
+		r.Details["not_covered"] = "the transports of " + strings.Join(capStrings(p, 10), ", ") + " cannot describe (no-describe)"
+	} else {
+		r.Details["not_covered"] = "no describe completed"
+	}
 }

@@ -367,3 +367,28 @@ func TestTimesAtTheEdgesAreHarnessErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestDescribeNotCovered: a run whose transports cannot describe passes describe-consistent
+// as not covered, saying which processes could not, and the run stays valid (exit 0); the
+// same history with describes is judged as usual.
+func TestDescribeNotCovered(t *testing.T) {
+	res := check(t, golden(t, "describe-consistent--not-covered--client-cannot-describe"), checker.Options{})
+	var got checker.Result
+	for _, r := range res.Checks {
+		if r.Name == checker.DescribeConsistent {
+			got = r
+		}
+	}
+	if got.Verdict != checker.VerdictNotCovered || !strings.Contains(fmt.Sprint(got.Details["not_covered"]), "p1, p2 cannot describe") {
+		t.Fatalf("describe-consistent = %s %v; want not-covered naming p1, p2", got.Verdict, got.Details)
+	}
+	if res.Verdict != checker.VerdictValid || res.ExitCode != 0 {
+		t.Fatalf("run = %s (exit %d); a check that was not covered must not change the run's verdict", res.Verdict, res.ExitCode)
+	}
+	with := check(t, golden(t, "spurious-fence--valid--tv1-abort-bump-fences-the-holder"), checker.Options{})
+	for _, r := range with.Checks {
+		if r.Name == checker.DescribeConsistent && r.Verdict != checker.VerdictValid {
+			t.Fatalf("describe-consistent with a describe = %s, want valid", r.Verdict)
+		}
+	}
+}

@@ -61,7 +61,8 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 		buf = &searchBuf{}
 	}
 	n := len(rd.ops) // at most one model operation per role operation, and on TV1 one more per acquire
-	if x.cfg.abortBumps {
+	bumps := x.cfg.abortBumps(rd)
+	if bumps {
 		for i := range rd.ops {
 			if rd.ops[i].kind == opAcquire {
 				n++
@@ -138,7 +139,7 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 		hist := &x.h.Ops[ro.op]
 		tok, _ = rd.rot.key(tok) // every token of the role is in its rotation
 		switch {
-		case !x.cfg.abortBumps || ro.kind != opAcquire:
+		case !bumps || ro.kind != opAcquire:
 		case kind == model.Acquire:
 			inputs = append(inputs, model.Op{Kind: model.AbortBump, Token: tok, Hist: hist})
 			ops = append(ops, porcupine.Operation{ClientId: clientID(hist.Client, true), Input: &inputs[len(inputs)-1], Call: call, Return: ret})

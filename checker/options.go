@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
 )
 
 // ErrOptions marks invalid Options (a usage error: exit code ExitUsage).
@@ -68,16 +70,33 @@ type config struct {
 	maxAnomalies int
 	log          *slog.Logger
 	hashedPIDs   bool
-	// abortBumps is set on a transaction-version-1 cluster: an acquire's InitProducerId may
-	// bump the epoch twice (model.AbortBump).
-	abortBumps bool
+	// meta is the history's header: which process speaks which transaction version
+	// (abortBumps).
+	meta *history.Meta
 }
 
-func (o Options) config(headerLease int64, headerPromises []string, producerIDs string, transactionVersion int) (config, error) {
+// abortBumps reports whether the acquires of rd's role may bump the epoch twice
+// (model.AbortBump): when any of its members runs transaction version 1, whose open
+// transaction an InitProducerId aborts under a bump of its own. Per role, not per acquire:
+// the bump comes from the holder's transaction, which a TV2 member's acquire may abort too.
+func (c *config) abortBumps(rd *roleData) bool {
+	if len(rd.members) == 0 {
+		return c.meta.TransactionVersion == 1
+	}
+	for _, m := range rd.members {
+		if c.meta.ProcessTransactionVersion(m.process) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+func (o Options) config(meta *history.Meta) (config, error) {
+	headerLease, headerPromises, producerIDs := meta.LeaseDuration, meta.Promises, meta.ProducerIDs
 	c := config{
 		timeout: o.Timeout, workers: o.Workers, lease: int64(o.LeaseDuration),
 		visualize: o.Visualize, maxAnomalies: o.MaxAnomalies, log: o.Logger,
-		advisory: map[string]bool{}, abortBumps: transactionVersion == 1,
+		advisory: map[string]bool{}, meta: meta,
 	}
 	if c.timeout < 0 || c.workers < 0 || c.lease < 0 || c.maxAnomalies < 0 {
 		return c, fmt.Errorf("negative timeout, workers, lease duration or max anomalies: %w", ErrOptions)

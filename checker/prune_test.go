@@ -35,7 +35,7 @@ func TestPruneKeepsTheVerdict(t *testing.T) {
 				}
 			}
 		}
-		c, err := Options{}.config(h.Meta.LeaseDuration, nil, "", h.Meta.TransactionVersion)
+		c, err := Options{}.config(&history.Meta{LeaseDuration: h.Meta.LeaseDuration, TransactionVersion: h.Meta.TransactionVersion})
 		if err != nil {
 			t.Fatal(err)
 		}

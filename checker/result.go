@@ -35,6 +35,24 @@ var Guarantees = []string{
 	NoZombieCommit, RegistrationOrder, ReadPrefix, ReadMonotonic,
 }
 
+// meanings are the guarantees' one-line meanings, shortened from docs/checker.md.
+var meanings = map[string]string{
+	TokenMonotonic:     "each acquire's token is unique and above every token acquired before it",
+	FencedStaleWrite:   "no write under a token is acknowledged once a newer token was acquired or the token was fenced",
+	DescribeConsistent: "a describe reports the last token minted before it, or no holder only while none was minted",
+	LogTokenOrder:      "in every final log, records carry non-decreasing tokens in offset order",
+	NoLostWrite:        "every acknowledged write is exactly once in its final log",
+	NoZombieCommit:     "no write reported failed shows up in a committed read",
+	RegistrationOrder:  "each acknowledged registration is in its role's log once, at its offset, in real-time order",
+	ReadPrefix:         "every read returns a prefix of the final log; a settled read the whole of it",
+	ReadMonotonic:      "one process's successive reads of a log never shrink",
+	SpuriousFence:      "no current holder is fenced without a newer acquire, an unknown outcome or a long-open transaction to explain it (liveness, advisory)",
+	WellFormed:         "the recording itself is well formed (unique write ids, writes under a token, ...)",
+}
+
+// Meaning is the one-line meaning of the guarantee or check name ("" when name is none).
+func Meaning(name string) string { return meanings[name] }
+
 // One sentinel per check, so callers can branch with errors.Is on Results.Err.
 var (
 	ErrTokenMonotonic     = errors.New(TokenMonotonic)

@@ -8,6 +8,11 @@ type Verdict string
 const (
 	// VerdictValid: the check held and had something to check.
 	VerdictValid Verdict = "valid"
+	// VerdictNotCovered: a check had nothing to judge because the run could not exercise it
+	// (describe-consistent when no describe completed, as with a client that cannot
+	// describe). It is a check's verdict, never a run's: it counts as valid for the run, and
+	// reports show it apart, so it is never mistaken for a pass.
+	VerdictNotCovered Verdict = "not-covered"
 	// VerdictInconclusive: nothing was violated, but coverage was missing (no final read, no
 	// fault took hold, no handoff although promised...), so the pass would be vacuous.
 	VerdictInconclusive Verdict = "inconclusive"
@@ -31,7 +36,7 @@ const (
 
 func (v Verdict) rank() int {
 	switch v {
-	case VerdictValid:
+	case VerdictValid, VerdictNotCovered:
 		return 0
 	case VerdictInconclusive:
 		return 1
@@ -66,7 +71,7 @@ func Worst(vs ...Verdict) Verdict {
 // invalid 1, unknown or inconclusive 2, harness error 255.
 func ExitCode(v Verdict) int {
 	switch v {
-	case VerdictValid:
+	case VerdictValid, VerdictNotCovered:
 		return 0
 	case VerdictInvalid:
 		return 1

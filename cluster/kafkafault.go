@@ -124,12 +124,12 @@ type KafkaFault struct {
 	actedCh   chan struct{} // closed at the first act
 }
 
-// KafkaDelivery is the late delivery of a held request.
+// KafkaDelivery is the late delivery of a held request, or a delayed request's answer.
 type KafkaDelivery struct {
 	Process   int
 	API       string
 	At        time.Time // when it was written to the broker
-	Trigger   string    // what released it: the Until request's API, or "removal"
+	Trigger   string    // what released it: the Until request's API, "removal", or "a 4s delay"
 	ErrorCode int16     // the first error code of the broker's response; 0 when none
 	Err       error     // the delivery failed (dial, write or read)
 }
@@ -240,7 +240,8 @@ func (f *KafkaFault) Held() int {
 	return len(f.held)
 }
 
-// Deliveries returns the late deliveries of held requests that have completed.
+// Deliveries returns the late deliveries of held requests that have completed, and the
+// answers to the delayed requests the broker answered, in the order they came.
 func (f *KafkaFault) Deliveries() []KafkaDelivery {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -494,6 +495,8 @@ type expectation struct {
 	release      []*heldRequest // deliver these once it came back
 	learn        bool           // a Metadata response: learn its topic ids
 	trigger      string
+	delayed      *KafkaFault // a delayed request: record its answer as one of this fault's deliveries
+	at           time.Time   // when the delayed request was written to the broker
 }
 
 func newKafkaConn(c net.Conn, k *kafkaFaults, process int, dial func(context.Context) (net.Conn, error)) *kafkaConn {
@@ -614,6 +617,9 @@ func (c *kafkaConn) request(frame []byte) error {
 		if err := c.sleep(act.spec.Delay); err != nil {
 			return err
 		}
+		if !r.noResp {
+			e.delayed, e.at = act, time.Now()
+		}
 	case KafkaDropResponse:
 		e.silence = true
 	case KafkaErrorResponse:
@@ -627,7 +633,7 @@ func (c *kafkaConn) request(frame []byte) error {
 		}
 	}
 	e.learn = r.key == 3
-	if e.silence || e.errCode != 0 || e.dups > 0 || len(e.release) > 0 || e.learn {
+	if e.silence || e.errCode != 0 || e.dups > 0 || len(e.release) > 0 || e.learn || e.delayed != nil {
 		if r.noResp {
 			defer release(e.release, e.trigger)
 		} else {
@@ -763,6 +769,14 @@ func (c *kafkaConn) response(frame []byte) {
 	}
 	c.mu.Unlock()
 	defer release(e.release, e.trigger)
+	if f := e.delayed; f != nil {
+		// What a late request met is what a delay is for, as for a held one.
+		d := KafkaDelivery{Process: c.process, API: KafkaAPIName(e.key), At: e.at,
+			Trigger: "a " + f.spec.Delay.String() + " delay", ErrorCode: responseErrorCode(frame, e.key, e.version)}
+		f.mu.Lock()
+		f.delivered = append(f.delivered, d)
+		f.mu.Unlock()
+	}
 	if e.learn {
 		for id, name := range topicIDs(frame, e.version) {
 			c.k.topics.Store(id, name)

@@ -24,7 +24,7 @@ $(JAVA_ADAPTER_STAMP): $(JAVA_ADAPTER_SRC) $(JAVA_ADAPTER_DIR)/pom.xml
 	{ $(MVN) -o "$$@" >/dev/null 2>&1 || $(MVN) "$$@"; } || { \
 	  echo "make java-adapter: Maven could not fetch org.apache.kafka:kafka-clients:$(KAFKA_VERSION) (is Maven Central reachable?)" >&2; exit 1; }
 	javac -Xlint:all -Werror -d "$(JAVA_ADAPTER_DIR)/target/classes" -cp "$(JAVA_ADAPTER_DIR)/target/libs/*" $(JAVA_ADAPTER_SRC)
-	@touch "$@"
+	@touch "$@" "$(JAVA_ADAPTER_DIR)/target/.built"
 	@echo "java adapter: kafka-clients $(KAFKA_VERSION); run it with --transport exec:$(JAVA_ADAPTER_DIR)/fencecheck-java-adapter"
 
 java-adapter-clean:

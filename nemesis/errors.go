@@ -37,12 +37,21 @@ type SpecError struct {
 	Reason string
 }
 
-// Error implements error.
+// Error implements error: `params.latency "5": want a duration with a unit`. A SpecError
+// without a field is about the spec's text as a whole, which its caller quotes.
 func (e *SpecError) Error() string {
-	if e.Value == nil {
+	switch v := e.Value.(type) {
+	case nil:
+		if e.Field == "" {
+			return e.Reason
+		}
 		return fmt.Sprintf("%s: %s", e.Field, e.Reason)
+	case string:
+		return fmt.Sprintf("%s %q: %s", e.Field, v, e.Reason)
+	case fmt.Stringer:
+		return fmt.Sprintf("%s %q: %s", e.Field, v.String(), e.Reason)
 	}
-	return fmt.Sprintf("%s=%v: %s", e.Field, e.Value, e.Reason)
+	return fmt.Sprintf("%s %v: %s", e.Field, e.Value, e.Reason)
 }
 
 // Is makes errors.Is(err, ErrInvalidSpec) true.

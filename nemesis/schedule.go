@@ -169,8 +169,24 @@ func (p *specParser) peek() string {
 	return p.words[p.i]
 }
 
+// unexpected is an error about the spec's words at large; the step that holds them is quoted
+// by ParseStep's caller.
 func (p *specParser) unexpected(what string) error {
-	return &SpecError{Field: "spec", Value: strings.Join(p.words, " "), Reason: what}
+	return &SpecError{Reason: what}
+}
+
+// The selectors a position takes, as an error offers them.
+var (
+	processSelectors = "all, random [N], subset, holder of ROLE or a list like p1,p2"
+	brokerSelectors  = "all, random [N], subset, coordinator of ROLE, leader of ROLE or a list like b0,b1"
+)
+
+// selectorWords are the keywords a selector of processes (letter p) or brokers (b) starts with.
+func selectorWords(letter byte) []string {
+	if letter == 'p' {
+		return []string{string(SelectAll), string(SelectRandom), string(SelectSubset), string(SelectHolder)}
+	}
+	return []string{string(SelectAll), string(SelectRandom), string(SelectSubset), string(SelectCoordinator), string(SelectLeader)}
 }
 
 func (p *specParser) parse() (Spec, error) {
@@ -257,11 +273,58 @@ func (p *specParser) selector(letter byte) (Selector, error) {
 			text += " of " + role
 		}
 	}
+	what, others := processSelectors, "processes"
+	if letter == 'b' {
+		what, others = brokerSelectors, "brokers"
+	}
 	s, err := ParseSelector(text)
 	if err != nil {
-		return s, p.unexpected(err.Error())
+		hint := ""
+		if near := Closest(w, selectorWords(letter)); near != "" {
+			hint = "did you mean " + near + "? "
+		}
+		return s, p.unexpected(fmt.Sprintf("selector %q: %s%s here are %s", text, hint, others, what))
+	}
+	switch {
+	case letter == 'b' && s.Kind == SelectHolder:
+		return s, p.unexpected(fmt.Sprintf("selector %q picks a process, not brokers; brokers are %s", text, what))
+	case letter == 'p' && (s.Kind == SelectCoordinator || s.Kind == SelectLeader):
+		return s, p.unexpected(fmt.Sprintf("selector %q picks a broker, not processes; processes are %s", text, what))
 	}
 	return s, nil
+}
+
+// Closest returns the word of words nearest to w when it is near enough to be a typo of it
+// (an edit distance of at most a third of its length, and at least 1), or "".
+func Closest(w string, words []string) string {
+	best, bestD := "", len(w)/3+1
+	for _, c := range words {
+		if d := editDistance(w, c); d > 0 && d <= bestD && (best == "" || d < editDistance(w, best)) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // params reads name=value words.

@@ -127,9 +127,9 @@ func TestParseStepErrors(t *testing.T) {
 		{"at 5s partition p1 from all with latency=1s for 2s", "params.latency"},
 		{"at 5s partition p1 from all with speed=1 for 2s", "params.speed"},
 		{"at 5 partition p1 for 2s", "at"},
-		{"at 5s kill p1 from b1 for 2s", "spec"},
-		{"at 5s kill p1 for 2s", "spec"},
-		{"at 5s partition b1 from p2 for 2s", "spec"},
+		{"at 5s kill p1 from b1 for 2s", ""},
+		{"at 5s kill p1 for 2s", ""},
+		{"at 5s partition b1 from p2 for 2s", ""},
 		{"at 5s meteor", "fault"},
 		{"at 5s latency p1 with latency=fast", "params.latency"},
 		{"at 5s kill b1 for soon", "for"},
@@ -212,5 +212,31 @@ func TestSpecJSON(t *testing.T) {
 	var d units.Duration
 	if err := json.Unmarshal([]byte(`5`), &d); err == nil {
 		t.Errorf("a bare number decoded as a units.Duration (%v); want an error", d)
+	}
+}
+
+// TestParseStepSelectorErrors: a bad selector says which selectors the position takes (a
+// process position offers holder of ROLE, a broker position coordinator and leader), suggests
+// the keyword it is a typo of, and refuses a selector of the other kind, all without the
+// parser's field names.
+func TestParseStepSelectorErrors(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"at 1s partition holdr of r1 for 2s", `selector "holdr": did you mean holder? processes here are all, random [N], subset, holder of ROLE or a list like p1,p2`},
+		{"at 1s partition p1 from holder of r1 for 2s", `selector "holder of r1" picks a process, not brokers; brokers are all, random [N], subset, coordinator of ROLE, leader of ROLE or a list like b0,b1`},
+		{"at 1s partition coordinator of r1 for 2s", `selector "coordinator of r1" picks a broker, not processes`},
+		{"at 1s kill cordinator of r1 for 2s", `did you mean coordinator? brokers here are all, random [N], subset, coordinator of ROLE, leader of ROLE`},
+		{"at 1s pause al for 2s", `did you mean all?`},
+	} {
+		t.Run(tc.line, func(t *testing.T) {
+			_, err := nemesis.ParseStep(tc.line)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ParseStep = %v, want it to say %q", err, tc.want)
+			}
+			for _, internal := range []string{"spec=", "spec ", "target.brokers="} {
+				if strings.Contains(err.Error(), internal) {
+					t.Errorf("%q shows the parser's %q", err, internal)
+				}
+			}
+		})
 	}
 }

@@ -77,7 +77,7 @@ func JUnit(info *RunInfo, res *checker.Results) ([]byte, error) {
 		case r.Verdict == checker.VerdictUnknown || r.Verdict == checker.VerdictError:
 			c.Error = &JUnitProblem{Type: string(r.Verdict), Message: msg, Body: detailText(r)}
 			s.Errors++
-		case r.Verdict == checker.VerdictInconclusive:
+		case r.Verdict == checker.VerdictInconclusive, r.Verdict == checker.VerdictNotCovered:
 			c.Skipped = &JUnitProblem{Message: msg + ": " + detailText(r)}
 			s.Skipped++
 		}

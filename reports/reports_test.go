@@ -95,6 +95,17 @@ func TestReportValidRun(t *testing.T) {
 	if strings.Contains(page, "http://") || strings.Contains(page, "https://") {
 		t.Error("report.html references the network; it must be self-contained")
 	}
+	// Each guarantee says what it means, and the run's files are links next to the report.
+	for _, g := range checker.Guarantees {
+		if m := checker.Meaning(g); m == "" || !strings.Contains(page, html.EscapeString(m)) {
+			t.Errorf("report.html lacks the meaning of %s (%q)", g, m)
+		}
+	}
+	for _, f := range []string{"run.json", "history.jsonl", "results.json", "junit.xml"} {
+		if !strings.Contains(page, `<a href="`+f+`">`) {
+			t.Errorf("report.html does not link %s", f)
+		}
+	}
 	latest, err := filepath.EvalSymlinks(filepath.Join(root, "latest"))
 	if err != nil {
 		t.Fatal(err)
@@ -302,5 +313,31 @@ func TestNewDirConcurrent(t *testing.T) {
 	leftovers, _ := filepath.Glob(filepath.Join(root, ".latest-*"))
 	if len(leftovers) > 0 {
 		t.Errorf("temporary links left behind: %v", leftovers)
+	}
+}
+
+// TestReportShowsWhatFailuresSaid: the failures table groups the operations that did not
+// succeed by what the transport said, commonest first, and the header names the client, the
+// version it speaks and the processes that cannot describe.
+func TestReportShowsWhatFailuresSaid(t *testing.T) {
+	h := checkertest.Generate(checkertest.DefaultConfig(), rand.New(rand.NewPCG(3, 4)))
+	const msg = "acquire \"r1\": adapter: socket.timeout.ms must be <= transaction.timeout.ms + 100"
+	n := 0
+	for i := range h.Ops {
+		if op := &h.Ops[i]; op.Type != history.TypeOK && !op.Pending && n < 3 {
+			op.Message, n = msg, n+1
+		}
+	}
+	if n == 0 {
+		t.Fatal("the generated history has no failed operation")
+	}
+	h.Meta.Client, h.Meta.TransactionVersion, h.Meta.ClusterTransactionVersion = "librdkafka 2.16.0", 1, 2
+	h.Meta.NoDescribe = []string{"p1", "p2", "p3"}
+	dir, _ := writeRun(t, t.TempDir(), h)
+	page := read(t, dir.Report())
+	for _, want := range []string{`id="failures"`, "socket.timeout.ms must be &lt;= transaction.timeout.ms &#43; 100", "librdkafka 2.16.0", "TV1 (the cluster finalized TV2)", "p1, p2, p3"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
 	}
 }

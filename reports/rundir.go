@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencecheck/fencecheck/internal/atomicfile"
 )
 
 // File and folder names inside a run directory (docs/run-directory.md).
@@ -206,10 +208,4 @@ func (d Dir) ReadRunInfo() (*RunInfo, error) {
 
 // writeFileAtomic writes b to path through a temporary file and a rename, so a crash leaves
 // the old file or the new one, never half of one.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+func writeFileAtomic(path string, b []byte) error { return atomicfile.Write(path, b) }

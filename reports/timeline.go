@@ -196,6 +196,9 @@ func roleTimeline(role string, ops []*history.Op, end int64, x xOf) timeline {
 				holdTok[key] = op.Result.Token.String()
 				title += " " + op.Result.Token.String()
 			}
+			if op.Message != "" {
+				title += ": " + op.Message
+			}
 			tl.Marks = append(tl.Marks, mark{X: x(op.Return), Y: y, Class: "acq " + class, Title: title})
 		case op.Kind.IsWrite():
 			nw++
@@ -209,6 +212,9 @@ func roleTimeline(role string, ops []*history.Op, end int64, x xOf) timeline {
 			title := fmt.Sprintf("%s #%d under %s: %s", op.Kind, op.ID, op.Args.Token, outcomeWord(op))
 			if op.Error != "" {
 				title += " (" + op.Error + ")"
+			}
+			if op.Message != "" {
+				title += ": " + op.Message
 			}
 			tl.Marks = append(tl.Marks, mark{X: x(op.Return), Y: y, Class: "w " + outcomeClass(op), Title: title})
 		}

@@ -36,15 +36,17 @@ type page struct {
 	Timelines     []timeline
 	Charts        []chart
 	Notes         []string
+	Failures      []failureRow
 	Exposure      []exposureRow
 	ExposureError string
 }
 
 type checkRow struct {
-	Name, Verdict, Class string
-	Advisory             bool
-	Anomalies            int
-	Detail               string
+	Name, Meaning  string
+	Verdict, Class string
+	Advisory       bool
+	Anomalies      int
+	Detail         string
 }
 
 type anomalyView struct {
@@ -58,6 +60,15 @@ type opRow struct {
 	ID                                           int64
 	Process, Member, Role, Kind, Token, Outcome  string
 	Invoke, Return, Error, OutcomeClass, WriteID string
+	Message                                      string
+}
+
+// failureRow is one kind of failed operation: the operations of one kind that failed with
+// one class and one message, so a run whose calls all failed for one reason shows it.
+type failureRow struct {
+	Kind, Outcome, Error, Message string
+	Count                         int
+	First                         int64 // the first such operation's id
 }
 
 type recordRow struct {
@@ -173,6 +184,7 @@ func newPage(info *RunInfo, res *checker.Results, h *history.History, histErr er
 	if h != nil {
 		p.Timelines, p.Notes = timelines(h, res, anomalous, p.Notes)
 		p.Charts = charts(h)
+		p.Failures = failures(h)
 	}
 	return p
 }
@@ -200,7 +212,7 @@ func headline(res *checker.Results) string {
 }
 
 func row(r checker.Result) checkRow {
-	c := checkRow{Name: r.Name, Verdict: string(r.Verdict), Class: verdictClass(r.Verdict), Advisory: r.Advisory,
+	c := checkRow{Name: r.Name, Meaning: checker.Meaning(r.Name), Verdict: string(r.Verdict), Class: verdictClass(r.Verdict), Advisory: r.Advisory,
 		Anomalies: len(r.Anomalies)}
 	if n, ok := r.Details["anomalies"].(float64); ok && int(n) > c.Anomalies {
 		c.Anomalies = int(n)
@@ -224,8 +236,51 @@ func verdictClass(v checker.Verdict) string {
 		return "ok"
 	case checker.VerdictInvalid:
 		return "bad"
+	case checker.VerdictNotCovered:
+		return "nc"
 	}
 	return "warn"
+}
+
+// maxFailureRows bounds the failures table: the commonest reasons say what went wrong.
+const maxFailureRows = 12
+
+// failures groups the operations that did not succeed by kind, outcome, error class and
+// message, commonest first.
+func failures(h *history.History) []failureRow {
+	type key struct{ kind, outcome, class, msg string }
+	rows := map[key]*failureRow{}
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if op.Type == history.TypeOK || op.Pending {
+			continue
+		}
+		outcome := "fail"
+		if op.Type == history.TypeInfo {
+			outcome = "info"
+		}
+		k := key{string(op.Kind), outcome, op.Error, op.Message}
+		r := rows[k]
+		if r == nil {
+			r = &failureRow{Kind: k.kind, Outcome: outcome, Error: op.Error, Message: op.Message, First: op.ID}
+			rows[k] = r
+		}
+		r.Count++
+	}
+	out := make([]failureRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b failureRow) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return int(a.First - b.First)
+	})
+	if len(out) > maxFailureRows {
+		out = out[:maxFailureRows]
+	}
+	return out
 }
 
 func anomaly(a checker.Anomaly, ops map[int64]*history.Op, h *history.History, visualized map[string]bool) anomalyView {
@@ -280,7 +335,7 @@ func finalRecords(h *history.History, log string) map[int64]history.Record {
 
 func opView(op *history.Op) opRow {
 	r := opRow{ID: op.ID, Process: op.Process, Member: op.Member, Role: op.Role, Kind: string(op.Kind),
-		Invoke: fmtTime(op.Invoke), Return: fmtTime(op.Return), Error: op.Error, WriteID: op.Args.WriteID}
+		Invoke: fmtTime(op.Invoke), Return: fmtTime(op.Return), Error: op.Error, WriteID: op.Args.WriteID, Message: op.Message}
 	switch {
 	case op.Pending:
 		r.Outcome, r.OutcomeClass = "pending", "warn"

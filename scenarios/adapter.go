@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
@@ -17,8 +19,17 @@ import (
 // what hello reports after "fencecheck". A non-empty mutantName serves that deliberately
 // broken transport instead (see Mutants), so a finding against an adapter can be seen end to
 // end.
-func ServeAdapter(ctx context.Context, in io.Reader, out, errw io.Writer, version, mutantName string) error {
+//
+// capabilities are announced in hello and honoured as a client with those limits would
+// (lineproto.Adapter): with lineproto.CapGatewayToken no answer carries a token, with
+// lineproto.CapNoDescribe describe fails.
+func ServeAdapter(ctx context.Context, in io.Reader, out, errw io.Writer, version, mutantName string, capabilities []string) error {
 	log := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for _, c := range capabilities {
+		if !slices.Contains(lineproto.Capabilities(), c) {
+			return fmt.Errorf("%w: --capability %q: unknown (want one of %s)", ErrScenario, c, strings.Join(lineproto.Capabilities(), ", "))
+		}
+	}
 	name, start := "fencecheck "+version, lineproto.StartReal
 	if mutantName != "" {
 		if !known(mutantName) {
@@ -33,7 +44,7 @@ func ServeAdapter(ctx context.Context, in io.Reader, out, errw io.Writer, versio
 			return m, nil
 		}
 	}
-	return lineproto.Serve(ctx, in, out, log, name, start)
+	return lineproto.Serve(ctx, in, out, log, lineproto.Adapter{Name: name, Start: start, Capabilities: capabilities})
 }
 
 func known(mutantName string) bool {

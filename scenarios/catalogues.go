@@ -20,6 +20,9 @@ func Faults() []nemesis.FaultInfo { return nemesis.Faults() }
 // (Options.Transport "mutant:NAME"), with the guarantees each must be caught breaking.
 func Mutants() []mutant.Description { return mutant.List() }
 
+// RegressionMutants are the mutants made for regressions (selftest does not run them).
+func RegressionMutants() []mutant.Description { return mutant.RegressionList() }
+
 // MutantScenario returns the scenario file made for a mutant that the catalogue's scenarios
 // do not catch (transport/mutant/scenarios), and whether there is one named name.
 func MutantScenario(name string) ([]byte, bool) { return mutant.Scenario(name) }

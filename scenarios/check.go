@@ -27,7 +27,15 @@ type CheckOptions struct {
 	// NoHistory says the run failed before it opened its history, so a missing or unreadable
 	// one is that failure's consequence (already in Harness), not another one.
 	NoHistory bool
+	// Unreadable makes a history that cannot be read an error of Check (wrapping
+	// ErrUnreadableHistory), with nothing written: `fencecheck check` on a directory that is
+	// not a run's. A run's own check leaves it unset and records the error verdict.
+	Unreadable bool
 }
+
+// ErrUnreadableHistory is Check's error, with CheckOptions.Unreadable, for a history it cannot
+// read.
+var ErrUnreadableHistory = errors.New("the history cannot be read")
 
 // Check is the one check pipeline, used by a run when it ends and by `fencecheck check` on a
 // stored run: it reads dir's history, judges it (checker.Check), folds in opts' harness
@@ -35,8 +43,9 @@ type CheckOptions struct {
 // porcupine visualizations of failing roles, report.html and junit.xml. So a stored run
 // re-checked comes out as the run did. A history that cannot be read, or a checker that
 // refuses it, or a run.json that cannot be read (a missing one is tolerated), gives results
-// with the error verdict, written like any other. The error is non-nil only when something
-// cannot be written; the results are always returned.
+// with the error verdict, written like any other (unless opts.Unreadable). The error is
+// non-nil only when something cannot be written, or for opts.Unreadable; the results are
+// returned unless the history was refused.
 func Check(ctx context.Context, dir reports.Dir, opts CheckOptions) (*checker.Results, error) {
 	harness := slices.Clone(opts.Harness)
 	info, err := dir.ReadRunInfo()
@@ -45,6 +54,9 @@ func Check(ctx context.Context, dir reports.Dir, opts CheckOptions) (*checker.Re
 	}
 	var res *checker.Results
 	h, histErr := history.ReadFile(dir.History())
+	if histErr != nil && opts.Unreadable {
+		return nil, fmt.Errorf("%w: %w", ErrUnreadableHistory, histErr)
+	}
 	if histErr != nil {
 		if !opts.NoHistory {
 			harness = append(harness, histErr)

@@ -136,12 +136,7 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 			LogsDir: logsDir, Logger: log, Security: spec.Security,
 			Network: cluster.NetworkOptions{ProcessLinks: links}})
 	case KindExternal:
-		var bootstrap []string
-		for _, b := range strings.Split(spec.Bootstrap, ",") {
-			if b = strings.TrimSpace(b); b != "" {
-				bootstrap = append(bootstrap, b)
-			}
-		}
+		bootstrap := bootstrapList(spec.Bootstrap)
 		var cmds external.Commands
 		if spec.BrokerCommands != "" {
 			var err error
@@ -158,4 +153,15 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 			Commands: cmds, LogsDir: logsDir, Security: sec})
 	}
 	return nil, fmt.Errorf("cluster.kind %q: %w", spec.Kind, cluster.Unsupported(spec.Kind, "start", "unknown kind"))
+}
+
+// bootstrapList splits cluster.bootstrap ("host:port,host:port") into its addresses.
+func bootstrapList(s string) []string {
+	var out []string
+	for _, b := range strings.Split(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -17,6 +17,15 @@ import (
 // alike. fault-took-hold is the fault's effect: the nemesis saw each fault take hold on its
 // links (a probe refused, cut or held within the probe timeout) and the service recover after
 // the heal. All four runs go at once: about one scenario's duration.
+//
+// Advisory checks (spurious-fence) are logged, not compared: on kfake under TV2 a zombie's
+// refused Produce opens a phantom transaction in the holder's name (the tv2-phantom-transaction
+// deviation, docs/regressions.md), and whether the holder's next transaction is still open when
+// that phantom times out is the chance of a fault's timing, in either mode. Measured with seed 5:
+// kfake aborted a timed-out transaction in most flapping runs of both modes, and the abort fenced
+// a holder in 1 of 12 runs with conn links and 0 of 20 with proxy links (in that one, a zombie's
+// refused work write at 10.864 s opened the phantom and its abort 2.000 s later fenced the
+// holder's work write).
 func TestLinkModesAgree(t *testing.T) {
 	testenv.Light(t)
 	if testing.Short() {
@@ -56,6 +65,10 @@ func TestLinkModesAgree(t *testing.T) {
 				mustBeValid(t, name+" with "+string(mode)+" links", scenarios.KindEmbedded, seed, r.out, r.err)
 				v := make(map[string]checker.Verdict)
 				for _, c := range append(r.out.Results.Checks, r.out.Results.Coverage...) {
+					if c.Advisory {
+						t.Logf("%s links: advisory %s %s", mode, c.Name, c.Verdict)
+						continue
+					}
 					v[c.Name] = c.Verdict
 				}
 				verdicts[mode] = v

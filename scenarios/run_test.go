@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
@@ -105,17 +106,19 @@ func TestBuiltinScenariosEmbedded(t *testing.T) {
 }
 
 // TestScenariosLocalKafka runs the scenarios that matter most against Apache Kafka, with
-// fencecheck's transport and through the Java reference adapter (the seed's transport on
-// kafka-clients, adapters/java, behind the exec protocol, one JVM per process): each must come
-// out valid, every scripted fault having taken hold.
+// fencecheck's transport and through the adapters of adapters/ (the seed's transport on
+// kafka-clients, librdkafka, Sarama and KafkaJS, behind the exec protocol, one adapter process
+// per process of the run): each must come out valid, every scripted fault having taken hold.
 func TestScenariosLocalKafka(t *testing.T) {
 	testenv.NeedKafka(t, "starts Kafka clusters")
-	// One cluster for all five, which saves four cluster starts: holder-partition and
-	// zombie-holder fault only their own links and members (scenarios.SharesCluster), and
-	// kill-coordinator, which changes the cluster under any later run, comes last. It runs
-	// through the Java adapter, which needs all three scenarios here; with fencecheck's
-	// transport it is a long test (TestKillCoordinatorLocalKafka), for CI's time: the broker
-	// kill and restart it drives are in cluster/local's own tests.
+	// One cluster for all of them, which saves a cluster start each: holder-partition and
+	// zombie-holder fault only their own links and members (scenarios.SharesCluster), so they
+	// come first; pause-broker stops a broker and resumes it, and kill-coordinator, which
+	// changes the cluster under any later run, comes last. Each client runs zombie-holder and
+	// one broker fault here: the Java adapter kill-coordinator, the third-party clients
+	// pause-broker (24 s against kill-coordinator's 60 s on Kafka); fencecheck's transport
+	// runs kill-coordinator as a long test (TestKillCoordinatorLocalKafka), for CI's time: the
+	// broker kill and restart it drives are in cluster/local's own tests.
 	//
 	// zombie-holder was a long test for a while, with either transport: under CI's load its
 	// first freeze aimed at a member deposed before its next pause point, or, through the
@@ -128,18 +131,26 @@ func TestScenariosLocalKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close(ctx)
-	for _, run := range []struct {
-		scenario string
-		java     bool
-	}{{"holder-partition", false}, {"zombie-holder", false}, {"holder-partition", true}, {"zombie-holder", true}, {"kill-coordinator", true}} {
+	type run struct{ scenario, client string } // client: an adapter of adapters/, "" for fencecheck's transport
+	runs := []run{{"holder-partition", ""}, {"zombie-holder", ""}}
+	for _, c := range adapters.Clients {
+		runs = append(runs, run{"zombie-holder", c.Name})
+	}
+	for _, c := range adapters.Clients {
+		if c.Name != "java" {
+			runs = append(runs, run{"pause-broker", c.Name})
+		}
+	}
+	runs = append(runs, run{"kill-coordinator", "java"})
+	for _, run := range runs {
 		name := run.scenario
-		if run.java {
-			name += " through the Java adapter"
+		if run.client != "" {
+			name += " through the " + run.client + " adapter"
 		}
 		t.Run(name, func(t *testing.T) {
 			tr := ""
-			if run.java {
-				tr = javaAdapter(t)
+			if run.client != "" {
+				tr = adapterTransport(t, run.client)
 			}
 			s, _, err := scenarios.Builtin(run.scenario)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime/debug"
@@ -22,6 +23,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
 	"github.com/fencecheck/fencecheck/transport"
@@ -197,12 +199,17 @@ func (r *runner) execute(ctx context.Context) {
 			r.check(after)
 		}
 	}()
-	if err := r.phase("cluster up", func() error { return r.startCluster(ctx) }); err != nil {
-		r.harness = append(r.harness, fmt.Errorf("cluster up: %w", err))
-		r.out.Interrupted = ctx.Err() != nil
-		r.cleanup(after)
-		r.check(after)
-		return
+	for _, p := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{{"cluster up", r.startCluster}, {"workload up", r.openWorkload}} {
+		if err := r.phase(p.name, func() error { return p.fn(ctx) }); err != nil {
+			r.harness = append(r.harness, fmt.Errorf("%s: %w", p.name, err))
+			r.out.Interrupted = ctx.Err() != nil
+			r.cleanup(after)
+			r.check(after)
+			return
+		}
 	}
 	if err := r.phase("workload", func() error { return r.runLoad(ctx) }); err != nil && ctx.Err() == nil {
 		r.harness = append(r.harness, err)
@@ -218,6 +225,9 @@ func (r *runner) execute(ctx context.Context) {
 // startCluster brings the cluster up and opens the history and the workload on it.
 func (r *runner) startCluster(ctx context.Context) error {
 	cl := r.opts.Cluster
+	if err := r.preflightRun(ctx, cl); err != nil {
+		return err
+	}
 	if cl != nil {
 		// A shared cluster: the previous run healed it, but a broker may still be settling.
 		// Bounded: a shared cluster that died must fail this run, not hang the suite.
@@ -234,6 +244,12 @@ func (r *runner) startCluster(ctx context.Context) error {
 		}
 	}
 	r.cl = cl
+	return nil
+}
+
+// openWorkload opens the history, the workload's transports and the nemesis on r.cl.
+func (r *runner) openWorkload(ctx context.Context) error {
+	cl := r.cl
 	var err error
 	info := cl.Info()
 	cfg := r.s.Workload.Config
@@ -261,8 +277,9 @@ func (r *runner) startCluster(ctx context.Context) error {
 		}
 	}
 	// Flushed every second: a run killed with SIGKILL keeps all but its last second of
-	// history, which `fencecheck check` can still judge.
-	if r.hist, err = history.Create(r.dir.History(), meta, history.WriterOptions{FlushInterval: time.Second}); err != nil {
+	// history, which `fencecheck check` can still judge. The header waits for the
+	// transports: they say which transaction version they speak and what they cannot do.
+	if r.hist, err = history.Open(r.dir.History(), history.WriterOptions{FlushInterval: time.Second}); err != nil {
 		return err
 	}
 	var faultIDs atomic.Int64
@@ -287,6 +304,13 @@ func (r *runner) startCluster(ctx context.Context) error {
 		}))
 	}
 	if r.wl, err = workload.New(ctx, cfg, cl, r.hist, r.log.With("component", "workload"), r.opts.Seed, wlOpts...); err != nil {
+		return err
+	}
+	r.wl.ProcessMeta(&meta)
+	if err := r.hist.WriteHeader(meta); err != nil {
+		return err
+	}
+	if err := r.hist.Flush(); err != nil {
 		return err
 	}
 	sched, hasFaults, err := r.s.Nemesis.Schedule()
@@ -316,7 +340,16 @@ func (r *runner) startCluster(ctx context.Context) error {
 		}
 		r.sched = sched
 	}
-	r.say("cluster      %s %s, TV%d, bootstrap %s", info.Kind, info.Version, meta.TransactionVersion, strings.Join(cl.Bootstrap(), ","))
+	r.say("cluster      %s %s, TV%d, bootstrap %s", info.Kind, info.Version, info.TxnVersion, strings.Join(cl.Bootstrap(), ","))
+	if meta.TransactionVersion != info.TxnVersion || len(meta.ProcessTransactionVersions) > 0 {
+		r.say("client       speaks TV%d%s", meta.TransactionVersion, processVersions(meta.ProcessTransactionVersions))
+	}
+	switch n := len(meta.NoDescribe); {
+	case n == cfg.Processes:
+		r.say("client       cannot describe: describe-consistent is not covered")
+	case n > 0:
+		r.say("client       cannot describe on %s: they read instead", strings.Join(meta.NoDescribe, ", "))
+	}
 	return nil
 }
 
@@ -345,6 +378,9 @@ func (r *runner) runLoad(ctx context.Context) error {
 	if r.opts.Live {
 		fmt.Fprint(r.opts.Console, "\r\033[K")
 	}
+	st := r.wl.Stats()
+	r.say("held         %.1f%% of the time on average, the least held role %.1f%%; %d handoffs, %d fences",
+		100*st.HeldFraction, 100*st.MinHeldFraction, st.Handoffs, st.Fences)
 	if nemErr != nil {
 		err = errors.Join(err, fmt.Errorf("nemesis: %w", nemErr))
 	}
@@ -381,10 +417,16 @@ func (r *runner) statusLoop(ctx context.Context) {
 // held, a deposed holder has not noticed yet, and the line says how many believe), handoffs,
 // fences, and the active faults unless faults is nil (no nemesis).
 func statusLine(st workload.Stats, roles int, duration time.Duration, faults []string) string {
-	line := fmt.Sprintf("  %v/%v  %.0f ops/s  roles held %d/%d", st.Elapsed.Round(time.Second), duration,
-		st.OpsPerSecond, st.RolesHeld, roles)
-	if st.Believers != st.RolesHeld {
-		line += fmt.Sprintf(" (%d members believe they hold)", st.Believers)
+	line := fmt.Sprintf("  %v/%v  %.0f ops/s", st.Elapsed.Round(time.Second), duration, st.OpsPerSecond)
+	if st.Elapsed >= duration {
+		// The members are finishing their calls and stepping down: what they hold now says
+		// nothing of the run.
+		line += "  stopping"
+	} else {
+		line += fmt.Sprintf("  roles held %d/%d", st.RolesHeld, roles)
+		if st.Believers != st.RolesHeld {
+			line += fmt.Sprintf(" (%d members believe they hold)", st.Believers)
+		}
 	}
 	line += fmt.Sprintf("  handoffs %d  fences %d", st.Handoffs, st.Fences)
 	switch {
@@ -518,8 +560,11 @@ func transportStart(name string) (workload.StartFunc, error) {
 		}
 		// Found now, before a cluster starts, rather than once per process when each fails.
 		if _, err := exec.LookPath(argv[0]); err != nil {
-			return nil, fmt.Errorf("transport %q: adapter %s: %w (the Java reference adapter is built by make java-adapter)",
+			return nil, fmt.Errorf("transport %q: adapter %s: %w (the adapters in adapters/ are built by make NAME-adapter)",
 				name, argv[0], errors.Unwrap(err))
+		}
+		if err := adapters.CheckBuilt(argv[0]); err != nil {
+			return nil, fmt.Errorf("transport %q: %w", name, err)
 		}
 		return func(ctx context.Context, cfg transport.Config) (workload.Transport, error) {
 			t, err := lineproto.Start(ctx, argv, cfg)
@@ -545,4 +590,17 @@ func transportStart(name string) (workload.StartFunc, error) {
 		}
 		return m, nil
 	}, nil
+}
+
+// processVersions lists the processes that speak another transaction version, " (p2 TV2, p5
+// TV2)", or "" when there are none.
+func processVersions(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, p := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s TV%d", p, m[p]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

@@ -281,9 +281,14 @@ func Regression(name string) (*Scenario, []byte, error) {
 	return s, b, err
 }
 
-// Find loads arg: a built-in scenario's name, a regression's ("regression/NAME"), or a YAML
-// file's path. An existing file wins over a regression of the same name.
+// Find loads arg: a built-in scenario's name, a regression's ("regression/NAME"), a YAML
+// file's path, or a run directory's (the scenario it ran, see FromRun). An existing file wins
+// over a regression of the same name.
 func Find(arg string) (*Scenario, error) {
+	if IsRunDir(arg) {
+		s, _, err := FromRun(arg)
+		return s, err
+	}
 	if strings.HasPrefix(arg, RegressionPrefix) && !strings.HasSuffix(arg, ".yaml") {
 		if _, err := os.Stat(arg); err != nil {
 			s, _, err := Regression(arg)
@@ -305,7 +310,7 @@ func Find(arg string) (*Scenario, error) {
 // line and the field; so are wrong types and invalid values.
 func Parse(file string, b []byte) (*Scenario, error) {
 	fail := func(err error) (*Scenario, error) {
-		return nil, fmt.Errorf("%w: %s: %s", ErrScenario, file, strings.ReplaceAll(err.Error(), "yaml: unmarshal errors:\n  ", ""))
+		return nil, fmt.Errorf("%w: %s: %s", ErrScenario, file, strings.ReplaceAll(explainYAML(err).Error(), "yaml: unmarshal errors:\n  ", ""))
 	}
 	var s Scenario
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -330,6 +335,11 @@ func Parse(file string, b []byte) (*Scenario, error) {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return fail(err)
 	}
+	if load := mapValue(&doc.Workload, "load"); load != nil && mapValue(load, "read_mix") != nil {
+		// A mix is one choice: the weights the file names, and 0 for those it leaves out, not
+		// the preset's (read_mix: {describe: 1} means describes only).
+		base.Load.ReadMix = workload.Mix{}
+	}
 	ws := WorkloadSpec{Preset: s.Workload.Preset, Config: base}
 	if doc.Workload.Kind != 0 {
 		if err := doc.Workload.Decode(&ws); err != nil {
@@ -338,6 +348,10 @@ func Parse(file string, b []byte) (*Scenario, error) {
 	}
 	s.Workload = ws
 	if err := s.Validate(); err != nil {
+		// Say where in the file: the line of the field the error names first.
+		if line := errorLine(b, err); line > 0 {
+			return nil, fmt.Errorf("%s: line %d: %w", file, line, err)
+		}
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return &s, nil

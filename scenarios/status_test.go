@@ -30,4 +30,9 @@ func TestStatusLine(t *testing.T) {
 			}
 		})
 	}
+	// Past the duration the members are stepping down: no roles held is shown then.
+	stopping := workload.Stats{Elapsed: 40 * time.Second, OpsPerSecond: 10, Handoffs: 4, Fences: 2}
+	if got, want := statusLine(stopping, 6, 40*time.Second, nil), "  40s/40s  10 ops/s  stopping  handoffs 4  fences 2"; got != want {
+		t.Errorf("stopping: got %q, want %q", got, want)
+	}
 }

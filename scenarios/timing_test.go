@@ -179,3 +179,49 @@ duration: 10s
 		t.Fatalf("verdict %s, want valid; run directory %s", out.Results.Verdict, out.Dir)
 	}
 }
+
+// TestWarningsNameRefusalOnlyErrorResponses: an error-response on EndTxn with an error a
+// coordinator gives only before acting warns, naming the step and the realistic fault; one
+// with an error that can follow a commit (NOT_COORDINATOR) does not.
+func TestWarningsNameRefusalOnlyErrorResponses(t *testing.T) {
+	s, err := scenarios.Parse("t.yaml", []byte(`name: t
+description: d
+workload:
+  preset: low
+nemesis:
+  script:
+    - at 4s error-response endtxn of p1 first 1 with error=CONCURRENT_TRANSACTIONS for 2s
+    - at 8s error-response endtxn of p1 first 1 with error=NOT_COORDINATOR for 2s
+    - at 9s error-response addpartitionstotxn of p1 first 1 with error=CONCURRENT_TRANSACTIONS for 2s
+duration: 20s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := s.Warnings()
+	if len(ws) != 1 || !strings.Contains(ws[0], "nemesis.script[0]") || !strings.Contains(ws[0], "drop-response endtxn") {
+		t.Fatalf("warnings %q; want one, for step 0, naming drop-response endtxn", ws)
+	}
+}
+
+// TestWarningsNameDuplicatedEndTxn: a duplicate of EndTxn is warned of (a client that sends it
+// once never has a copy in the network); a duplicate of Produce, which clients retry, is not.
+func TestWarningsNameDuplicatedEndTxn(t *testing.T) {
+	s, err := scenarios.Parse("t.yaml", []byte(`name: t
+description: d
+workload:
+  preset: low
+nemesis:
+  script:
+    - at 4s duplicate produce of p1 first 1 for 2s
+    - at 8s duplicate End_Txn of p1 until addpartitionstotxn first 1 for 2s
+duration: 20s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := s.Warnings()
+	if len(ws) != 1 || !strings.Contains(ws[0], "nemesis.script[1]") || !strings.Contains(ws[0], "sends EndTxn once") {
+		t.Fatalf("warnings %q; want one, for step 1, naming the clients that send EndTxn once", ws)
+	}
+}

@@ -43,6 +43,8 @@ type BrokerTransport struct {
 	closing sync.WaitGroup // producers being closed in the background
 	// noWarmUp: the producers this transport builds skip warmUp (the no-warm-up mutant only).
 	noWarmUp atomic.Bool
+	// noConfirm: Describe returns its answer unconfirmed (the no-confirm mutant only).
+	noConfirm atomic.Bool
 }
 
 // roleState is this process's view of one role.
@@ -62,6 +64,7 @@ type holding struct {
 
 func init() {
 	knobs.DisableWarmUp = func(tr any) { tr.(*BrokerTransport).noWarmUp.Store(true) }
+	knobs.DisableConfirm = func(tr any) { tr.(*BrokerTransport).noConfirm.Store(true) }
 }
 
 // Start builds a transport against the cluster at cfg.Bootstrap. It validates cfg and opens

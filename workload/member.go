@@ -70,7 +70,8 @@ func (m *member) run(ctx context.Context) {
 		} else {
 			look := m.plan.NextLook()
 			nextLook = time.Now().Add(look.Wait)
-			try = m.looksFree(ctx, look.Describe)
+			// A transport that cannot describe looks by reading; the plan stays the seed's.
+			try = m.looksFree(ctx, look.Describe && m.proc.describe)
 		}
 		if !try || m.stopped() {
 			continue

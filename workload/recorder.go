@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -119,9 +120,9 @@ func (k *call) end(err error, res history.Result) transport.Outcome {
 	case transport.OK:
 		e.Type, e.Result = history.TypeOK, res
 	case transport.Fail:
-		e.Type, e.Error = history.TypeFail, errorClass(err)
+		e.Type, e.Error, e.Message = history.TypeFail, errorClass(err), message(err)
 	default:
-		e.Type, e.Error = history.TypeInfo, errorClass(err)
+		e.Type, e.Error, e.Message = history.TypeInfo, errorClass(err), message(err)
 		k.c.id = int(k.c.rec.lastClient.Add(1))
 	}
 	k.c.rec.append(e)
@@ -135,6 +136,24 @@ func (k *call) end(err error, res history.Result) transport.Outcome {
 
 // writeID is the history's name of the write whose records carry id (Lease.Seq, Value.WriteID).
 func writeID(id uint64) string { return "w" + strconv.FormatUint(id, 10) }
+
+// maxMessage bounds the error text a completion keeps: enough for a client's error name and
+// its explanation, not a stack of wrapped retries.
+const maxMessage = 500
+
+// message is err's text for the completion's message, cut at maxMessage bytes (on a rune
+// boundary).
+func message(err error) string {
+	s := err.Error()
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
 
 // errorClass names the class of a failed call's error for the completion's error field. The
 // checker interprets only history.ErrorFenced; the rest is for reports.

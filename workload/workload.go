@@ -59,6 +59,66 @@ type process struct {
 	name string // "p3"
 	tr   Transport
 	gate *commitGate
+	// What the transport reported when it started (see reported): the transaction version
+	// its producers speak (0: it did not say), whether it can describe, the client's name.
+	tv       int
+	describe bool
+	client   string
+}
+
+// reported fills what p's transport says about itself: a transport that does not say speaks
+// the cluster's transaction version and can describe. An exec adapter reports what its client
+// does (transport/lineproto).
+func (p *process) reported() {
+	p.describe = true
+	if r, ok := p.tr.(interface{ TransactionVersion() int }); ok {
+		p.tv = r.TransactionVersion()
+	}
+	if r, ok := p.tr.(interface{ CanDescribe() bool }); ok {
+		p.describe = r.CanDescribe()
+	}
+	if r, ok := p.tr.(interface{ Adapter() string }); ok {
+		p.client = r.Adapter()
+	}
+}
+
+// ProcessMeta fills the history header fields that the processes' transports determine:
+// the transaction version they speak (the one most of them speak; the others per process,
+// and the cluster's when it differs), the processes that cannot describe, and the client's
+// name. Call it after New, before writing the header.
+func (wl *Workload) ProcessMeta(m *history.Meta) {
+	count := map[int]int{}
+	for _, p := range wl.procs {
+		if p.tv != 0 {
+			count[p.tv]++
+		}
+	}
+	tv := 0
+	for v, n := range count {
+		if n > count[tv] || (n == count[tv] && v < tv) {
+			tv = v
+		}
+	}
+	if tv != 0 {
+		if m.TransactionVersion != 0 && m.TransactionVersion != tv {
+			m.ClusterTransactionVersion = m.TransactionVersion
+		}
+		m.TransactionVersion = tv
+	}
+	for _, p := range wl.procs {
+		if p.tv != 0 && p.tv != tv {
+			if m.ProcessTransactionVersions == nil {
+				m.ProcessTransactionVersions = map[string]int{}
+			}
+			m.ProcessTransactionVersions[p.name] = p.tv
+		}
+		if !p.describe {
+			m.NoDescribe = append(m.NoDescribe, p.name)
+		}
+		if m.Client == "" {
+			m.Client = p.client
+		}
+	}
 }
 
 // Transport is what the workload drives in each process: *transport.BrokerTransport, or a
@@ -228,6 +288,7 @@ func (wl *Workload) startProcesses(ctx context.Context) error {
 				errs[i] = fmt.Errorf("start %s: %w", p.name, err)
 				return
 			}
+			p.reported()
 			wl.procs[i] = p
 		})
 	}
@@ -422,6 +483,10 @@ func (r *reader) run(ctx context.Context, stop <-chan struct{}) {
 		case ReadRole:
 			_, _ = r.cl.ReadRole(ctx, history.KindRead, RoleName(c.Role))
 		case DescribeRole:
+			if !r.proc.describe { // the plan stays the seed's; a transport without describe reads
+				_, _ = r.cl.ReadRole(ctx, history.KindRead, RoleName(c.Role))
+				break
+			}
 			_, _, _ = r.cl.Describe(ctx, RoleName(c.Role))
 		case ReadWork:
 			_, _ = r.cl.ReadWork(ctx, history.KindRead, r.workTopic, c.Partition)

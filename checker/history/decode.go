@@ -401,6 +401,8 @@ func (d *decoder) decodeLine(line []byte, e *Event) error {
 			err = d.result(&l, &e.Result)
 		case "error":
 			e.Error, err = l.str(d)
+		case "message":
+			e.Message, err = l.str(d)
 		case "fault":
 			e.Fault, err = l.int(64)
 		case "step":

@@ -19,7 +19,7 @@
 //	{"type":"invoke","id":3,"time":5000,"client":0,"process":"p1","member":"m1","role":"leader","kind":"write-lease","args":{"token":{"producer_id":1000,"epoch":0},"write_id":"w3"}}
 //	{"type":"info","id":3,"time":9000,"error":"timeout"}
 //	{"type":"invoke","id":4,"time":9500,"client":1,"process":"p1","member":"m1","role":"leader","kind":"work","args":{"token":{"producer_id":1000,"epoch":0},"write_id":"w4","work_partition":2}}
-//	{"type":"fail","id":4,"time":9900,"error":"fenced"}
+//	{"type":"fail","id":4,"time":9900,"error":"fenced","message":"write \"leader\": fenced: INVALID_PRODUCER_EPOCH"}
 //	{"type":"invoke","id":5,"time":10000,"client":2,"process":"p2","member":"m2","role":"leader","kind":"describe"}
 //	{"type":"ok","id":5,"time":11000,"result":{"held":true,"token":{"producer_id":1000,"epoch":1}}}
 //	{"type":"fault-start","fault":1,"time":12000,"kind":"partition","targets":["p1->b1"],"desc":"cut p1 from b1"}
@@ -35,7 +35,8 @@
 // An operation is recorded twice: an invoke when it starts and one completion when it ends
 // (docs/checker.md, "What a completion means"): "ok" (it happened; here is the result), "fail" (it certainly did not happen)
 // or "info" (unknown). A completion names its operation by id and carries the error class as a
-// string; the checker interprets only [ErrorFenced]. An operation without a completion (a killed
+// string, and what the transport said as the message; the checker interprets only
+// [ErrorFenced], and never the message. An operation without a completion (a killed
 // run) is pending: the reader keeps it as "info" that never returned.
 //
 // Which fields an operation carries depends on its kind:

@@ -53,6 +53,7 @@ func appendEvent(buf []byte, e *Event) ([]byte, error) {
 			buf = appendResult(buf, &e.Result)
 		}
 		buf = appendOptString(buf, "error", e.Error)
+		buf = appendOptString(buf, "message", e.Message)
 	case TypeFaultStart:
 		buf = appendInt(buf, "fault", e.Fault)
 		buf = appendInt(buf, "time", e.Time)

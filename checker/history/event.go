@@ -293,17 +293,32 @@ type Result struct {
 	Records []Record
 }
 
-// Meta is the header's run metadata. The checker uses LeaseDuration, ProducerIDs, Promises
-// and TransactionVersion (on 1, an acquire may bump the epoch twice); the rest identifies the
-// run.
+// Meta is the header's run metadata. The checker uses LeaseDuration, ProducerIDs, Promises,
+// the transaction versions (on 1, an acquire may bump the epoch twice) and NoDescribe; the
+// rest identifies the run.
 type Meta struct {
-	Run                string `json:"run,omitempty"`
-	Scenario           string `json:"scenario,omitempty"`
-	Seed               uint64 `json:"seed,omitempty"`
-	Started            string `json:"started,omitempty"` // wall clock, RFC 3339
-	Cluster            string `json:"cluster,omitempty"` // embedded, local, containers, external
-	TransactionVersion int    `json:"transaction_version,omitempty"`
-	LeaseDuration      int64  `json:"lease_ns,omitempty"` // the transport's lease (= transaction timeout), ns
+	Run      string `json:"run,omitempty"`
+	Scenario string `json:"scenario,omitempty"`
+	Seed     uint64 `json:"seed,omitempty"`
+	Started  string `json:"started,omitempty"` // wall clock, RFC 3339
+	Cluster  string `json:"cluster,omitempty"` // embedded, local, containers, external
+	// TransactionVersion is the transaction version the run's producers speak, 1 or 2 (0:
+	// unknown): what the processes' transports reported when they started. A client without
+	// KIP-890 speaks 1 on a cluster that finalized 2.
+	TransactionVersion int `json:"transaction_version,omitempty"`
+	// ProcessTransactionVersions gives the processes ("p3") whose transports speak another
+	// version than TransactionVersion, with theirs.
+	ProcessTransactionVersions map[string]int `json:"process_transaction_versions,omitempty"`
+	// ClusterTransactionVersion is the cluster's finalized transaction.version, when it is
+	// not TransactionVersion.
+	ClusterTransactionVersion int `json:"cluster_transaction_version,omitempty"`
+	// Client names the client under test when it is not fencecheck's own transport: an exec
+	// adapter's name and version, as its hello gave them.
+	Client string `json:"client,omitempty"`
+	// NoDescribe lists the processes whose transports cannot describe a role (an exec
+	// adapter's no-describe capability): they issued no describe.
+	NoDescribe    []string `json:"no_describe,omitempty"`
+	LeaseDuration int64    `json:"lease_ns,omitempty"` // the transport's lease (= transaction timeout), ns
 	// ProducerIDs is "ordered" (Kafka: ids come in increasing blocks, so a rotation still sorts
 	// later) or "hashed" (kfake: a rotation gives a random id, so a producer-id change compares
 	// only as a rotation the checker can order). Empty means ordered.
@@ -319,6 +334,14 @@ type Meta struct {
 	// order; a fault window names its step by number (Event.Step, 1-based).
 	Script []string          `json:"script,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ProcessTransactionVersion returns the transaction version process speaks (0: unknown).
+func (m *Meta) ProcessTransactionVersion(process string) int {
+	if v, ok := m.ProcessTransactionVersions[process]; ok {
+		return v
+	}
+	return m.TransactionVersion
 }
 
 // Fault schedule kinds for [Meta.Schedule].
@@ -337,7 +360,8 @@ const (
 //
 //   - header: Format (set by the writer when zero) and Meta;
 //   - invoke: ID, Time, Client (porcupine client id), Process, Member, Role, Kind, Args;
-//   - ok, fail, info: ID, Time, Result (ok), Error (the error class, fail and info);
+//   - ok, fail, info: ID, Time, Result (ok), Error (the error class, fail and info) and
+//     Message (what the transport said, fail and info; for people, never interpreted);
 //   - fault-start: Fault, Time, Kind, Targets, Desc, Step (a scripted step's number), and
 //     Process, Role, Member for a pause;
 //   - fault-end: Fault, Time, TookHold.
@@ -354,6 +378,7 @@ type Event struct {
 	Args    Args
 	Result  Result
 	Error   string
+	Message string
 
 	Fault    int64 // fault window id, unique in the run
 	Step     int   // the scripted step (1-based, in Meta.Script) the window carries out; 0: none

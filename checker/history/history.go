@@ -63,6 +63,9 @@ type Op struct {
 	Pending bool      // no completion was recorded
 	Result  Result
 	Error   string
+	// Message is what the transport said of a failure (its error's text, an exec adapter's
+	// message included), for people; the checker never reads it.
+	Message string
 }
 
 // Fault is one fault window.
@@ -265,7 +268,7 @@ func (b *Builder) complete(e *Event) error {
 			op.Result.Records = nil // only reads return records
 		}
 	}
-	op.Pending, op.Type, op.Return, op.Error = false, e.Type, e.Time, e.Error
+	op.Pending, op.Type, op.Return, op.Error, op.Message = false, e.Type, e.Time, e.Error, e.Message
 	return nil
 }
 

@@ -49,6 +49,14 @@ func byID(h *history.History) map[int64]history.Op {
 func TestEncodeThenReadGivesBackTheHistory(t *testing.T) {
 	for seed := range uint64(5) {
 		h := generated(t, seed)
+		// What the transports said, and what they reported at start.
+		for i := range h.Ops {
+			if op := &h.Ops[i]; op.Type != history.TypeOK && !op.Pending {
+				op.Message = fmt.Sprintf("adapter: write \"r1\": fenced: PRODUCER_FENCED (op %d, é)", op.ID)
+			}
+		}
+		h.Meta.ProcessTransactionVersions = map[string]int{"p2": 2}
+		h.Meta.ClusterTransactionVersion, h.Meta.Client, h.Meta.NoDescribe = 2, "a client 1.0", []string{"p1", "p3"}
 		got, err := history.Read(bytes.NewReader(encode(t, h)))
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)

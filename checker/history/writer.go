@@ -61,12 +61,10 @@ func NewWriter(dst io.Writer, opts WriterOptions) *Writer {
 // Create creates the history file at path (it must not exist), writes the header with meta
 // and flushes it, and returns a Writer that owns the file: Close closes it.
 func Create(path string, meta Meta, opts WriterOptions) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	w, err := Open(path, opts)
 	if err != nil {
-		return nil, fmt.Errorf("create history: %w", err)
+		return nil, err
 	}
-	w := NewWriter(f, opts)
-	w.owned = f
 	if err := w.WriteHeader(meta); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("create history %s: %w", path, err)
@@ -75,6 +73,19 @@ func Create(path string, meta Meta, opts WriterOptions) (*Writer, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("create history %s: %w", path, err)
 	}
+	return w, nil
+}
+
+// Open creates the history file at path (it must not exist) and returns a Writer that owns
+// it, with nothing written: the caller writes the header first (WriteHeader), once it knows
+// the run's metadata. Close closes the file.
+func Open(path string, opts WriterOptions) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create history: %w", err)
+	}
+	w := NewWriter(f, opts)
+	w.owned = f
 	return w, nil
 }
 
@@ -254,7 +265,7 @@ func Encode(dst io.Writer, h *History) error {
 				Member: op.Member, Role: op.Role, Kind: op.Kind, Args: op.Args}
 		default:
 			op := &h.Ops[x.i]
-			e = Event{Type: op.Type, Time: op.Return, ID: op.ID, Result: op.Result, Error: op.Error}
+			e = Event{Type: op.Type, Time: op.Return, ID: op.ID, Result: op.Result, Error: op.Error, Message: op.Message}
 		}
 		if err := w.Append(e); err != nil {
 			return err

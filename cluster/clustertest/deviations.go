@@ -27,6 +27,8 @@ type Deviation struct {
 var Deviations = []Deviation{
 	{Name: "stale-epoch-init", Probe: staleEpochInit},
 	{Name: "tv2-phantom-transaction", Probe: phantomTransaction},
+	{Name: "read-committed-aborted-at-fetch-limit", Probe: abortedAtFetchLimit},
+	// Last: it leaves kfake's controller unable to create topics.
 	{Name: "create-topics-not-controller-after-restart", Probe: createAfterRestart},
 }
 
@@ -115,6 +117,60 @@ func phantomTransaction(t *testing.T, c cluster.Cluster) (bool, string) {
 	return len(resp.Topics) > 0, answer
 }
 
+// abortedAtFetchLimit: a read_committed Fetch whose request-level byte limit (MaxBytes) ends
+// the answer in the middle of a partition. The answer carries the batches taken so far; Kafka
+// also lists the aborted transactions among them, so the client drops the aborted records.
+// kfake leaves the list out when the request limit is what stopped it, so a read_committed
+// client delivers an aborted record as committed.
+func abortedAtFetchLimit(t *testing.T, c cluster.Cluster) (bool, string) {
+	ctx := probeCtx(t)
+	txnID := fmt.Sprintf("fc-dev-fetchlimit-%d", time.Now().UnixNano())
+	topic := txnID
+	CreateTopic(t, c, topic)
+	cl, _, _ := initProducer(t, ctx, c, txnID)
+	for _, commit := range []kgo.TransactionEndTry{kgo.TryAbort, kgo.TryCommit} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(commit))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The aborted record is at offset 0 (its abort marker at 1), the committed one at 2. A
+	// one-byte request limit lets the answer take the first batch and stops at the second.
+	topics, err := Admin(t, c).ListTopics(ctx, topic)
+	if err != nil || topics[topic].Err != nil {
+		t.Fatalf("metadata of %s: %v %v", topic, err, topics[topic].Err)
+	}
+	leader := topics[topic].Partitions[0].Leader
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 100, 1, 1
+	req.IsolationLevel = 1 // read_committed
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, topics[topic].ID // the client picks the version: names or ids
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.CurrentLeaderEpoch, rp.LogStartOffset, rp.PartitionMaxBytes = -1, -1, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, Client(t, c, 2).Broker(int(leader)))
+	if err != nil {
+		t.Fatalf("fetch %s from its leader %d: %v", topic, leader, err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("fetch answer without the partition: %+v", resp)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil || len(p.RecordBatches) == 0 {
+		t.Fatalf("fetch %s answered %v with %d bytes of batches", topic, err, len(p.RecordBatches))
+	}
+	answer := fmt.Sprintf("a read_committed Fetch with MaxBytes 1 answered %d bytes of batches (the aborted one first) and %d aborted transaction(s), LSO %d",
+		len(p.RecordBatches), len(p.AbortedTransactions), p.LastStableOffset)
+	return len(p.AbortedTransactions) == 0, answer
+}
+
 func describeTxn(ctx context.Context, cl *kgo.Client, txnID string) (kmsg.DescribeTransactionsResponseTransactionState, error) {
 	req := kmsg.NewPtrDescribeTransactionsRequest()
 	req.TransactionalIDs = []string{txnID}
@@ -179,75 +235,4 @@ func errOrOK(err error) string {
 		return "no error"
 	}
 	return err.Error()
-}
-
-// Exhaustion is what EpochExhaustion measured: the token before and after the producer id
-// rotated, how many InitProducerId calls it took and how long.
-type Exhaustion struct {
-	Before, After   [2]int64 // producer id, epoch
-	Ordered         bool     // After > Before as (producer id, epoch)
-	Calls           int
-	Took            time.Duration
-	StaleFenced     bool   // a commit with the pre-rotation token was refused
-	StaleFencedWith string // what the broker answered it
-}
-
-// EpochExhaustion drives a transactional id's epoch to exhaustion (Short.MaxValue - 1) with
-// InitProducerId calls on the KIP-360 path (each names the current id and epoch, so the
-// coordinator bumps it), until the coordinator hands out a new producer id. Then the holder of
-// the last token before the rotation commits (EndTxn): it must be refused. Ordered reports
-// whether the new token compares greater than the old one as (producer id, epoch), the order
-// a fencing token's user would compare them in.
-func EpochExhaustion(t *testing.T, c cluster.Cluster, limit time.Duration) Exhaustion {
-	ctx, cancel := context.WithTimeout(context.Background(), limit+time.Minute)
-	defer cancel()
-	txnID := fmt.Sprintf("fc-exhaust-%d", time.Now().UnixNano())
-	topic := txnID
-	CreateTopic(t, c, topic)
-	raw := Client(t, c, 2)
-	init := func(id int64, epoch int16) *kmsg.InitProducerIDResponse {
-		req := kmsg.NewPtrInitProducerIDRequest()
-		req.TransactionalID = &txnID
-		req.TransactionTimeoutMillis = 60000
-		req.ProducerID, req.ProducerEpoch = id, epoch
-		resp, err := req.RequestWith(ctx, raw)
-		if err != nil {
-			t.Fatalf("InitProducerId(%d, %d): %v", id, epoch, err)
-		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			t.Fatalf("InitProducerId(%d, %d): %v", id, epoch, err)
-		}
-		return resp
-	}
-	var x Exhaustion
-	start := time.Now()
-	r := init(-1, -1)
-	id, epoch := r.ProducerID, r.ProducerEpoch
-	x.Calls = 1
-	for {
-		if time.Since(start) > limit {
-			t.Fatalf("epoch %d of %d after %v and %d calls: exhaustion not reached within %v", epoch, 32766, time.Since(start), x.Calls, limit)
-		}
-		r := init(id, epoch)
-		x.Calls++
-		if r.ProducerID != id {
-			x.Before, x.After = [2]int64{id, int64(epoch)}, [2]int64{r.ProducerID, int64(r.ProducerEpoch)}
-			break
-		}
-		id, epoch = r.ProducerID, r.ProducerEpoch
-	}
-	x.Took = time.Since(start)
-	// The deposed holder's commit: EndTxn with the last token before the rotation.
-	req := kmsg.NewPtrEndTxnRequest()
-	req.TransactionalID = txnID
-	req.ProducerID, req.ProducerEpoch = x.Before[0], int16(x.Before[1])
-	req.Commit = true
-	resp, err := req.RequestWith(ctx, raw)
-	if err != nil {
-		t.Fatalf("EndTxn with the pre-rotation token: %v", err)
-	}
-	x.StaleFenced = resp.ErrorCode != 0
-	x.StaleFencedWith = errName(resp.ErrorCode)
-	x.Ordered = x.After[0] > x.Before[0] || (x.After[0] == x.Before[0] && x.After[1] > x.Before[1])
-	return x
 }

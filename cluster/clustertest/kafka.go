@@ -119,6 +119,12 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 		if f.Acted() != 1 {
 			t.Fatalf("acted on %d requests, want 1", f.Acted())
 		}
+		// The delayed request's answer is recorded as a delivery, as a held one's is.
+		ds := f.Deliveries()
+		if len(ds) != 1 || ds[0].API != "produce" || ds[0].Process != 1 || ds[0].ErrorCode != 0 || ds[0].Err != nil ||
+			ds[0].Trigger != "a 1.5s delay" || ds[0].At.Before(start.Add(delay)) {
+			t.Fatalf("deliveries %+v, want the produce of p1, accepted after a 1.5s delay", ds)
+		}
 	})
 
 	t.Run("delay of ListOffsets past the client's deadline - the call fails at its deadline", func(t *testing.T) {

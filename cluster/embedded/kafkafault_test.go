@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,20 @@ func TestEpochExhaustion(t *testing.T) {
 		x.Calls, x.Took.Round(time.Millisecond), x.Before[0], x.Before[1], x.After[0], x.After[1], x.Ordered, x.StaleFencedWith)
 	if !x.StaleFenced {
 		t.Errorf("a commit with the pre-rotation token (%d,%d) was accepted", x.Before[0], x.Before[1])
+	}
+}
+
+// TestKfakeRefusesARotationRetry shows a kfake deviation: a retry of the InitProducerId that
+// rotated an exhausted producer id (the same producer id and epoch, as a client sends when the
+// answer was lost) is refused with INVALID_PRODUCER_ID_MAPPING, on the coordinator that
+// rotated it, where Kafka returns the rotated token (and, before KAFKA-20357's fix, refuses it
+// only after a failover: cluster/local's TestRotationRetryAfterFailover). The test fails once
+// a kfake accepts the retry: then move the pin and drop the row in docs/findings.md.
+func TestKfakeRefusesARotationRetry(t *testing.T) {
+	r := clustertest.RotationRetryAfterFailover(t, start(t, embedded.Options{}), 2*time.Minute)
+	t.Logf("%s", r)
+	if r.RetryBeforeOK || !strings.HasPrefix(r.RetryBefore, "INVALID_PRODUCER_ID_MAPPING") {
+		t.Errorf("kfake answered the rotation's retry %s, want INVALID_PRODUCER_ID_MAPPING (its known deviation)", r.RetryBefore)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/fencecheck/fencecheck/internal/atomicfile"
 )
 
 // Action is a broker action an external cluster can run a command for.
@@ -383,9 +385,5 @@ func saveState(path string, st map[int32]faultState) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, data)
 }

@@ -14,7 +14,7 @@ import (
 // TestTransportConformance runs the transport's conformance suite against Apache Kafka: on
 // the shared TV2 cluster through one process's proxy links, with TV2 negotiated and with TV1
 // pinned by the client, and on a one-node cluster formatted with transaction.version 1 (there
-// also through the Java adapter, see TestJavaAdapterConformance).
+// also through the Java adapter; see TestAdapterConformance for every adapter on TV2).
 func TestTransportConformance(t *testing.T) {
 	c := sharedCluster(t)
 	dial := processLinks(t, c, 90)
@@ -42,10 +42,10 @@ func TestTransportConformance(t *testing.T) {
 		// The Java adapter on the same TV1 cluster: kafka-clients follows the cluster's
 		// finalized transaction.version, so this is the only way it runs TV1 (it refuses a pin
 		// on a TV2 cluster). A long test: 53 s, one JVM per transport; make test runs the
-		// same suite through it on TV2 (TestJavaAdapterConformance).
+		// same suite through it on TV2 (TestAdapterConformance).
 		t.Run("Java adapter", func(t *testing.T) {
 			testenv.Long(t)
-			argv := javaAdapter(t)
+			argv := testenv.Adapter(t, "java")
 			transporttest.Run(t, transporttest.Env{Bootstrap: strings.Join(tv1.Bootstrap(), ","), TransactionVersion: 1,
 				Replication: 1, New: lineprotoStart(argv)})
 		})

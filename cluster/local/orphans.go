@@ -114,10 +114,13 @@ func processesNaming(s string) []int {
 }
 
 // killAndWait SIGKILLs each process (its whole group when it leads one, as
-// every JVM of this backend does) and waits until all have exited.
+// every JVM of this backend does) and waits until all have exited, the other
+// members of those groups too: kill(2) returns before its target is gone.
 func killAndWait(ctx context.Context, pids []int) error {
+	var groups []int
 	for _, pid := range pids {
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid {
+			groups = append(groups, pid)
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		} else {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -132,6 +135,7 @@ func killAndWait(ctx context.Context, pids []int) error {
 				left = append(left, pid)
 			}
 		}
+		left = append(left, groupMembers(groups)...)
 		if len(left) == 0 {
 			return nil
 		}
@@ -141,4 +145,20 @@ func killAndWait(ctx context.Context, pids []int) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// groupMembers returns the processes still running in any of the process
+// groups pgids.
+func groupMembers(pgids []int) []int {
+	if len(pgids) == 0 {
+		return nil
+	}
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && owner.InGroup(pid, pgids) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

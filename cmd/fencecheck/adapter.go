@@ -12,7 +12,10 @@ import (
 func init() { extraCommands = append(extraCommands, newAdapter) }
 
 func newAdapter() *cobra.Command {
-	var mutantName string
+	var (
+		mutantName   string
+		capabilities []string
+	)
 	c := &cobra.Command{
 		Use:   "adapter",
 		Short: "Serve fencecheck's own transport behind the exec line protocol (for --transport exec:...)",
@@ -23,11 +26,14 @@ transport's warnings go to stderr. The harness starts it once per process:
   fencecheck run steady --transport exec:'fencecheck adapter'
 
 It is also the model for an adapter of your own. --mutant NAME serves one of selftest's
-deliberately broken transports instead, to see what a finding against an adapter looks like.`,
+deliberately broken transports instead, to see what a finding against an adapter looks like.
+--capability NAME announces a limit of a client it does not have (gateway-token: answer no
+token, as a client that does not expose it; no-describe: refuse describe), so you can see how
+the harness treats an adapter with that limit.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			version, _, _ := strings.Cut(versionString(), "\n")
-			if err := scenarios.ServeAdapter(c.Context(), os.Stdin, os.Stdout, os.Stderr, strings.TrimPrefix(version, "fencecheck "), mutantName); err != nil {
+			if err := scenarios.ServeAdapter(c.Context(), os.Stdin, os.Stdout, os.Stderr, strings.TrimPrefix(version, "fencecheck "), mutantName, capabilities); err != nil {
 				if errors.Is(err, scenarios.ErrScenario) {
 					return usageErr("%v", err)
 				}
@@ -37,5 +43,6 @@ deliberately broken transports instead, to see what a finding against an adapter
 		},
 	}
 	c.Flags().StringVar(&mutantName, "mutant", "", "serve this deliberately broken transport (see: fencecheck selftest --list)")
+	c.Flags().StringSliceVar(&capabilities, "capability", nil, "announce this capability in hello and answer as a client with it would: gateway-token, no-describe (repeatable)")
 	return c
 }

@@ -27,8 +27,12 @@ for example runs/latest. The exit code is the run's verdict.`,
 			if _, err := os.Stat(dir.History()); err != nil {
 				return usageErr("%s is not a run directory: %v", args[0], err)
 			}
-			res, err := scenarios.Check(c.Context(), dir, scenarios.CheckOptions{Timeout: timeout, Logger: slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))})
-			if err != nil {
+			res, err := scenarios.Check(c.Context(), dir, scenarios.CheckOptions{Timeout: timeout, Unreadable: true,
+				Logger: slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))})
+			switch {
+			case errors.Is(err, scenarios.ErrUnreadableHistory):
+				return usageErr("%s is not a run directory fencecheck can check (nothing was written): %v", args[0], err)
+			case err != nil:
 				return harnessErr(err)
 			}
 			fmt.Fprintf(c.OutOrStdout(), "%s: %s (exit %d)\n", dir, res.Verdict, res.ExitCode)
@@ -39,7 +43,10 @@ for example runs/latest. The exit code is the run's verdict.`,
 			return verdictExit(res.Verdict)
 		},
 	}
-	c.Flags().DurationVar(&timeout, "timeout", checker.DefaultTimeout, "bound of each role's linearizability search (a search that runs out is unknown, never valid)")
+	c.Flags().DurationVar(&timeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search (a search that runs out is unknown, never valid)")
+	// The name every other command uses; --timeout was check's own until it joined them.
+	c.Flags().DurationVar(&timeout, "timeout", checker.DefaultTimeout, "the same as --check-timeout")
+	_ = c.Flags().MarkDeprecated("timeout", "use --check-timeout, as run, suite and soak do")
 	return c
 }
 
@@ -83,6 +90,9 @@ func newReport() *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			dir := reports.Dir(args[0])
+			if _, err := os.Stat(dir.History()); err != nil {
+				return usageErr("%s is not a run directory: %v", args[0], err)
+			}
 			if _, err := os.Stat(dir.Results()); err != nil {
 				return usageErr("%s has no results.json (run `fencecheck check %s` first): %v", args[0], args[0], err)
 			}

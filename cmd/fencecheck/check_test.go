@@ -39,13 +39,13 @@ func TestCheckSaysTheHistoryWasTruncated(t *testing.T) {
 	}
 }
 
-// TestCheckNamesAnUnknownEventType: an unknown event type is valid JSON; the error names the
-// type and the line.
+// TestCheckNamesAnUnknownEventType: an unknown event type is valid JSON; the error (a usage
+// error: the history cannot be read) names the type and the line.
 func TestCheckNamesAnUnknownEventType(t *testing.T) {
 	_, err := checkHistory(t, checkHeader+"\n"+`{"type":"fault-begin","time":5,"fault":1}`+"\n")
 	var ex *exitError
-	if !errors.As(err, &ex) || ex.code != 255 {
-		t.Fatalf("got %v, want a harness error", err)
+	if !errors.As(err, &ex) || ex.code != 254 {
+		t.Fatalf("got %v, want a usage error", err)
 	}
 	for _, want := range []string{"line 2", `unknown event type "fault-begin"`} {
 		if !strings.Contains(err.Error(), want) {

@@ -9,11 +9,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 
 	"github.com/fencecheck/fencecheck/checker"
 )
 
 func main() {
+	// A closed stdout or stderr (fencecheck run | head) must not stop a run before it heals,
+	// reads, checks and writes its results: Go kills a program that writes to a broken pipe on
+	// fd 1 or 2 unless SIGPIPE is notified, and then the write fails with EPIPE instead, which
+	// the console output ignores.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -31,6 +39,14 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "fencecheck:", ex.err)
 		}
 		return ex.code
+	case strings.HasPrefix(err.Error(), "unknown command "):
+		// The root's own: cobra's message already carries its suggestions.
+		msg, suggestions, ok := strings.Cut(err.Error(), "\n\nDid you mean this?")
+		if ok {
+			msg += "; did you mean " + strings.Join(strings.Fields(suggestions), " or ") + "?"
+		}
+		fmt.Fprintln(os.Stderr, "fencecheck:", msg, "(see fencecheck --help)")
+		return checker.ExitUsage
 	default:
 		fmt.Fprintln(os.Stderr, "fencecheck:", err)
 		return checker.ExitHarness

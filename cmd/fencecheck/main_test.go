@@ -90,6 +90,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"shrink", t.TempDir()}, "cannot shrink"},
 		{[]string{"selftest", "--parallel", "-1"}, "--parallel"},
 		{[]string{"selftest", "--txn-version", "3"}, "cluster.transaction_version: 3"},
+		{[]string{"probe"}, "--bootstrap: required"},
+		{[]string{"rn"}, `unknown command "rn" for "fencecheck"; did you mean run?`},
+		{[]string{"scenarios", "lst"}, `unknown command "lst" for "fencecheck scenarios"; did you mean list?`},
+		{[]string{"run", "--seed", "-1"}, `--seed "-1": want a whole number, 0 or more`},
+		{[]string{"run", "--duration", "5"}, `--duration "5": want a duration with a unit`},
+		{[]string{"probe", "--cluster", "embedded", "--bootstrap", "127.0.0.1:9092"}, "--bootstrap: only an external cluster"},
+		{[]string{"run", "steady", "--cluster", "external"}, "--cluster external needs --bootstrap HOST:PORT"},
+		{[]string{"soak", "--cluster", "external", "--duration", "1s"}, "--cluster external needs --bootstrap HOST:PORT"},
+		{[]string{"selftest", "--cluster", "external"}, "--cluster external needs --bootstrap HOST:PORT"},
 	}
 	for _, tc := range tests {
 		out, err := exec.Command(bin, tc.args...).CombinedOutput()
@@ -98,6 +107,9 @@ func TestUsageErrors(t *testing.T) {
 		}
 		if !strings.Contains(string(out), tc.want) {
 			t.Errorf("%v: output %q does not say %q", tc.args, out, tc.want)
+		}
+		if strings.Contains(string(out), "strconv.") {
+			t.Errorf("%v: Go's parser reached the user:\n%s", tc.args, out)
 		}
 		if strings.Contains(string(out), "goroutine ") {
 			t.Errorf("%v: a stack trace reached the user:\n%s", tc.args, out)

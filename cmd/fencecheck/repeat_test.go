@@ -100,8 +100,14 @@ func TestRepeatCommandWithoutSeed(t *testing.T) {
 }
 
 type runJSON struct {
-	Seed    uint64 `json:"seed"`
-	Command string `json:"command"`
+	Seed      uint64 `json:"seed"`
+	Command   string `json:"command"`
+	Scenario  string `json:"scenario"`
+	Transport string `json:"transport"`
+	Processes int    `json:"processes"`
+	Roles     int    `json:"roles"`
+	Duration  int64  `json:"duration_ns"`
+	dir       string // where it was read from
 }
 
 // schedule is what a run chose: its fault windows in order ("kind targets desc") and, per
@@ -145,4 +151,77 @@ func choices(t *testing.T, dir string) schedule {
 		s.looks[who] = append(s.looks[who], what)
 	}
 	return s
+}
+
+// TestRepeatRunsOneScheduleAndCountRunsOthers: --repeat N runs the same seed N times (one
+// picked at random when --seed is not given); --count N with --seed S runs seeds S, S+1.
+func TestRepeatRunsOneScheduleAndCountRunsOthers(t *testing.T) {
+	testenv.Light(t)
+	if testing.Short() {
+		t.Skip("runs a scenario four times")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	seeds := func(args ...string) []string {
+		t.Helper()
+		out := t.TempDir()
+		b, err := exec.Command(bin, append(append([]string{"run", "steady", "--duration", "3s", "--processes", "3", "--roles", "1"}, args...), "--out", out)...).CombinedOutput()
+		// The seeds are the point: a 3 s run may miss steady's promises (inconclusive, 2).
+		if code := exitCode(t, err); code >= 254 {
+			t.Fatalf("%v: exit %d:\n%s", args, code, b)
+		}
+		dirs, _ := filepath.Glob(filepath.Join(out, "steady", "*-*"))
+		var got []string
+		for _, d := range dirs {
+			got = append(got, d[strings.LastIndex(d, "-")+1:])
+		}
+		return got
+	}
+	if got := seeds("--repeat", "2"); len(got) != 2 || got[0] != got[1] || got[0] == "0" {
+		t.Errorf("--repeat 2 ran seeds %v, want one seed twice", got)
+	}
+	if got := seeds("--count", "2", "--seed", "5"); !slices.Equal(got, []string{"5", "6"}) {
+		t.Errorf("--count 2 --seed 5 ran seeds %v, want 5 and 6", got)
+	}
+}
+
+// TestRunOfARunDirectoryRepeatsIt: `fencecheck run DIR` runs the scenario DIR ran, as its
+// run.json keeps it (the flags' overrides included), with its seed and transport; --seed
+// given wins.
+func TestRunOfARunDirectoryRepeatsIt(t *testing.T) {
+	testenv.Light(t)
+	if testing.Short() {
+		t.Skip("runs a scenario three times")
+	}
+	t.Parallel()
+	bin := buildBinary(t)
+	run := func(args ...string) runJSON {
+		t.Helper()
+		out := t.TempDir()
+		b, err := exec.Command(bin, append(append([]string{"run"}, args...), "--out", out)...).CombinedOutput()
+		if code := exitCode(t, err); code >= 254 {
+			t.Fatalf("%v: exit %d:\n%s", args, code, b)
+		}
+		dir, err := filepath.EvalSymlinks(filepath.Join(out, "latest"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info runJSON
+		raw, err := os.ReadFile(filepath.Join(dir, "run.json"))
+		if err != nil || json.Unmarshal(raw, &info) != nil {
+			t.Fatalf("run.json of %s: %v", dir, err)
+		}
+		info.dir = dir
+		return info
+	}
+	first := run("steady", "--duration", "3s", "--processes", "3", "--roles", "1", "--seed", "11", "--transport", "mutant:ack-fenced")
+	again := run(first.dir)
+	if again.Seed != 11 || again.Transport != "mutant:ack-fenced" || again.Scenario != "steady" ||
+		again.Processes != 3 || again.Roles != 1 || again.Duration != first.Duration {
+		t.Errorf("run of the run directory: seed %d, transport %q, %s, %d processes × %d roles, %v; want seed 11, mutant:ack-fenced, steady, 3 × 1, %v",
+			again.Seed, again.Transport, again.Scenario, again.Processes, again.Roles, again.Duration, first.Duration)
+	}
+	if other := run(first.dir, "--seed", "12"); other.Seed != 12 || other.Transport != "mutant:ack-fenced" {
+		t.Errorf("--seed 12 on the run directory ran seed %d with %q", other.Seed, other.Transport)
+	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -22,13 +24,82 @@ Exit codes: 0 valid, 1 invalid (a guarantee was violated), 2 unknown or inconclu
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErr("%s: %v (see %s --help)", c.CommandPath(), err, c.CommandPath())
+		return usageErr("%s: %s (see %s --help)", c.CommandPath(), flagProblem(err), c.CommandPath())
 	})
 	root.AddCommand(newCheck(), newReport(), newVersion())
 	for _, add := range extraCommands {
 		root.AddCommand(add())
 	}
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others (fencecheck scenarios,
+// suite, cluster) refuse an argument that names none of them, as a usage error with cobra's
+// suggestions, instead of printing its help and exiting 0. Alone, such a command prints its
+// help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.Runnable() || !c.HasSubCommands() || !c.HasParent() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		return usageErr("%s", unknownCommand(c, args[0]))
+	}
+}
+
+// unknownCommand says that name is no subcommand of c, with the names it may have meant.
+func unknownCommand(c *cobra.Command, name string) string {
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only for the root
+	}
+	if s := c.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return msg + fmt.Sprintf(" (see %s --help)", c.CommandPath())
+}
+
+// flagValue matches pflag's message for a value that does not parse.
+var flagValue = regexp.MustCompile(`^invalid argument "(.*)" for "(.*?)" flag: (.*)$`)
+
+// flagProblem rewrites a flag error in the user's words: the flag and the value typed, and
+// what the flag wants, instead of Go's parser ("strconv.ParseUint: parsing ...").
+func flagProblem(err error) string {
+	m := flagValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err.Error()
+	}
+	flag, value, why := m[2], m[1], m[3]
+	if i := strings.LastIndex(flag, "--"); i >= 0 {
+		flag = flag[i:] // "-s, --seed" names the long form
+	}
+	want := ""
+	switch {
+	case strings.Contains(why, "strconv.ParseUint"):
+		want = "a whole number, 0 or more"
+	case strings.Contains(why, "strconv.ParseInt"):
+		want = "a whole number"
+	case strings.Contains(why, "strconv.ParseFloat"):
+		want = "a number"
+	case strings.Contains(why, "strconv.ParseBool"):
+		want = "true or false"
+	case strings.Contains(why, "time: "):
+		want = "a duration with a unit, such as 30s, 2m or 1h30m"
+	}
+	if want == "" {
+		return fmt.Sprintf("%s %q: %s", flag, value, why)
+	}
+	if strings.Contains(why, "out of range") {
+		want += " that fits the flag"
+	}
+	return fmt.Sprintf("%s %q: want %s", flag, value, want)
 }
 
 // extraCommands are added by the files that define them, so root.go needs no edit per command.

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
@@ -26,7 +27,7 @@ type runFlags struct {
 	cluster, kafkaVersion, out string
 	seed                       uint64
 	duration                   time.Duration
-	count, txnVersion          int
+	count, repeat, txnVersion  int
 	processes, roles, members  int
 	checkTimeout               time.Duration
 	transport                  string
@@ -40,7 +41,7 @@ type runFlags struct {
 func newRun() *cobra.Command {
 	var f runFlags
 	c := &cobra.Command{
-		Use:   "run [SCENARIO|FILE]...",
+		Use:   "run [SCENARIO|FILE|RUN-DIR]...",
 		Short: "Run scenarios and check their histories (default: " + DefaultScenario + " on the embedded cluster)",
 		Long: `run executes each scenario (a built-in name, see ` + "`fencecheck scenarios list`" + `, or a YAML
 file): it starts the cluster, runs the workload and the faults for the duration, heals, reads
@@ -49,24 +50,44 @@ history.jsonl, results.json, report.html and junit.xml (runs/latest points at th
 
 The seed decides every choice fencecheck makes (faults, targets, timing, operations): repeat a
 run with --seed. A real cluster's timing is not deterministic, so reproducing a rare failure
-means repeating the schedule: --count N runs each scenario up to N times and stops at the
-first invalid run.
+means running the same schedule again: --repeat N runs it N times (the same seed each time).
+--count N runs N schedules instead: seeds S, S+1, ... with --seed S, random ones without.
+Both stop at the first invalid run.
+
+A run directory as the argument repeats that run: the scenario as it ran (from its run.json,
+whatever became of the file since), its seed and its transport, unless flags say otherwise.
 
 Ctrl-C stops a run early: it still heals, reads, checks and reports (exit 2 unless a violation
 was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 255 harness error.`,
 		Example: `  fencecheck run
   fencecheck run holder-partition zombie-holder --duration 20s
-  fencecheck run chaos --seed 42 --count 10
+  fencecheck run chaos --count 10            # ten schedules
+  fencecheck run chaos --seed 42 --repeat 5  # one schedule, five times
   fencecheck run kill-coordinator --cluster local --txn-version 1
-  fencecheck run my-scenario.yaml`,
+  fencecheck run my-scenario.yaml
+  fencecheck run runs/latest                 # that run again: its scenario as it ran, its seed and transport`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				args = []string{DefaultScenario}
 			}
 			var list []*scenarios.Scenario
-			for _, a := range args {
-				s, err := scenarios.Find(a)
-				if err != nil {
+			flags := make([]runFlags, len(args)) // per argument: a run directory brings its seed and transport
+			for j, a := range args {
+				flags[j] = f
+				var s *scenarios.Scenario
+				var err error
+				if scenarios.IsRunDir(a) {
+					var info *reports.RunInfo
+					if s, info, err = scenarios.FromRun(a); err != nil {
+						return usageErr("%v", err)
+					}
+					if !c.Flags().Changed("seed") {
+						flags[j].seed = info.Seed
+					}
+					if !c.Flags().Changed("transport") && info.Transport != "" {
+						flags[j].transport = info.Transport
+					}
+				} else if s, err = scenarios.Find(a); err != nil {
 					return usageErr("%v", err)
 				}
 				if err := f.apply(c, s); err != nil {
@@ -77,11 +98,16 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			worst := checker.VerdictValid
+			var repeatSeed uint64 // the seed of the schedule --repeat runs again
 			for j, s := range list {
-				for i := 0; i < f.count; i++ {
+				f := flags[j]
+				for i := 0; i < f.count*f.repeat; i++ {
 					seed := f.seed
 					if seed != 0 {
-						seed += uint64(i) // repeat n of seed s is s+n: each repeat is itself repeatable
+						seed += uint64(i / f.repeat) // schedule n of seed s is s+n: each is itself repeatable
+					}
+					if i%f.repeat > 0 {
+						seed = repeatSeed // the same schedule again
 					}
 					out, err := scenarios.Run(ctx, s, scenarios.Options{
 						Root: f.out, Seed: seed, Console: c.OutOrStdout(), CheckTimeout: f.checkTimeout,
@@ -94,6 +120,7 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 						}
 						return harnessErr(err)
 					}
+					repeatSeed = out.Seed
 					printFailures(c, out.Results)
 					worst = checker.Worst(worst, out.Results.Verdict)
 					if out.Interrupted || ctx.Err() != nil || out.Results.Verdict == checker.VerdictInvalid {
@@ -108,7 +135,8 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.StringVar(&f.cluster, "cluster", "", "cluster kind: "+strings.Join(scenarios.ClusterKinds, ", ")+" (default: the scenario's, usually embedded)")
 	fl.Uint64Var(&f.seed, "seed", 0, "root seed of every choice; 0 picks one at random (printed and stored)")
 	fl.DurationVar(&f.duration, "duration", 0, "how long the workload runs (default: the scenario's)")
-	fl.IntVar(&f.count, "count", 1, "run each scenario up to N times, stopping at the first invalid run")
+	fl.IntVar(&f.count, "count", 1, "run N schedules of each scenario (seeds S, S+1, ... with --seed S), stopping at the first invalid run")
+	fl.IntVar(&f.repeat, "repeat", 1, "run each schedule N times (the same seed), stopping at the first invalid run")
 	fl.StringVar(&f.out, "out", reports.DefaultRoot, "folder of run directories")
 	fl.IntVar(&f.txnVersion, "txn-version", 0, "transaction.version of the cluster: 1 or 2 (default: the scenario's)")
 	fl.StringVar(&f.kafkaVersion, "kafka-version", "", "Kafka release for a local cluster (default: what make kafka fetched)")
@@ -132,6 +160,9 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 	set := c.Flags().Changed
 	if f.count < 1 {
 		return fmt.Errorf("--count %d: want 1 or more", f.count)
+	}
+	if f.repeat < 1 {
+		return fmt.Errorf("--repeat %d: want 1 or more", f.repeat)
 	}
 	kind := s.Cluster.Kind
 	if set("cluster") {
@@ -176,6 +207,10 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 	}
 	if set("members") {
 		s.Workload.MembersPerRole = f.members
+	}
+	if set("cluster") && s.Cluster.Kind == scenarios.KindExternal && s.Cluster.Bootstrap == "" {
+		// Name the flag the user typed, not the scenario field it fills.
+		return errors.New("--cluster external needs --bootstrap HOST:PORT[,HOST:PORT...]: the seed brokers of your cluster (or cluster.bootstrap in the scenario file)")
 	}
 	if err := s.Validate(); err != nil {
 		return err
@@ -222,6 +257,8 @@ func newScenariosCmd() *cobra.Command {
 		Short: "List the built-in scenarios with their descriptions",
 		Args:  exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "SCENARIO\tCLUSTER\tWHAT IT TESTS (fencecheck scenarios show NAME for all of it)")
 			for _, name := range append(scenarios.Names(), scenarios.RegressionNames()...) {
 				find := scenarios.Builtin
 				if strings.HasPrefix(name, scenarios.RegressionPrefix) {
@@ -235,9 +272,9 @@ func newScenariosCmd() *cobra.Command {
 				if i := strings.Index(desc, ". "); i > 0 {
 					desc = desc[:i+1]
 				}
-				fmt.Fprintf(c.OutOrStdout(), "%-34s %-9s %s\n", name, s.Cluster.Kind, desc)
+				fmt.Fprintf(w, "%s\t%s\t%s\n", name, s.Cluster.Kind, desc)
 			}
-			return nil
+			return w.Flush()
 		},
 	})
 	c.AddCommand(&cobra.Command{

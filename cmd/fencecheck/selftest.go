@@ -52,6 +52,10 @@ own behind the exec protocol (docs/exec-protocol.md): --transport exec:'CMD ARGS
 				for _, m := range scenarios.Mutants() {
 					fmt.Fprintf(out, "%-20s %s\n%-20s must break: %s (scenario %s)\n", m.Name, m.Summary, "", strings.Join(m.Guarantees, ", "), m.Scenario)
 				}
+				fmt.Fprintln(out, "\nmade for regressions (--transport mutant:NAME accepts them; selftest does not run them: they show a dependency's race, at the rate it allows):")
+				for _, m := range scenarios.RegressionMutants() {
+					fmt.Fprintf(out, "%-20s %s\n%-20s can break: %s (scenario %s)\n", m.Name, m.Summary, "", strings.Join(m.Guarantees, ", "), m.Scenario)
+				}
 				return nil
 			}
 			if seeds < 1 {
@@ -144,7 +148,7 @@ own behind the exec protocol (docs/exec-protocol.md): --transport exec:'CMD ARGS
 	c.Flags().IntVar(&parallel, "parallel", 0, fmt.Sprintf("runs at a time (default %d on the embedded cluster, whose runs mostly wait on lease timers; 1 on Kafka clusters, whose timing a second run would disturb)", selftestEmbeddedParallel))
 	c.Flags().StringVar(&f.out, "out", "runs", "folder of run directories")
 	c.Flags().DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
-	f.count = 1
+	f.count, f.repeat = 1, 1
 	return c
 }
 

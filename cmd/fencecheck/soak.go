@@ -70,7 +70,7 @@ or the soak was interrupted, else 0.`,
 	fl.StringVar(&f.kafkaImage, "kafka-image", "", "broker image of a containers cluster")
 	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, mutant:NAME, or exec:COMMAND (see docs/exec-protocol.md)")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
-	f.count = 1
+	f.count, f.repeat = 1, 1
 	return c
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/internal/atomicfile"
 )
 
 // The soak's table files, in its --out folder.
@@ -191,11 +192,7 @@ func (t *soakTable) write(dir string) error {
 }
 
 func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("soak table: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, b); err != nil {
 		return fmt.Errorf("soak table: %w", err)
 	}
 	return nil

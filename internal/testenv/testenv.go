@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster/containers"
 	"github.com/fencecheck/fencecheck/cluster/local"
+	"github.com/fencecheck/fencecheck/internal/adapters"
 )
 
 // EnvLong turns on the long tests: FENCECHECK_LONG=1, as `make test-long` sets it.
@@ -94,4 +95,27 @@ func NeedDocker(t testing.TB, what string, images ...string) {
 		}
 		t.Skip(err)
 	}
+}
+
+// Adapter returns the command of the repository's adapter of client name (internal/adapters),
+// skipping t when it is not built, which EnvRequireKafka (set by make test, which builds them)
+// turns into a failure.
+func Adapter(t testing.TB, name string) []string {
+	t.Helper()
+	c, ok := adapters.Lookup(name)
+	if !ok {
+		t.Fatalf("no adapter %q in internal/adapters", name)
+	}
+	root, err := adapters.Root(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv, err := c.Command(root)
+	if err != nil {
+		if os.Getenv(EnvRequireKafka) == "1" {
+			t.Fatalf("%s=1 and %v", EnvRequireKafka, err)
+		}
+		t.Skip(err)
+	}
+	return argv
 }

@@ -5,7 +5,6 @@
 package shrink
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -57,21 +56,14 @@ func Load(dir string) (*Origin, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrNotShrinkable, dir, fmt.Sprintf(format, args...))
 	}
-	info, err := d.ReadRunInfo()
-	if err != nil {
+	if _, err := d.ReadRunInfo(); err != nil {
 		return nil, bad("%v", err)
 	}
-	if len(info.Expanded) == 0 {
-		return nil, bad("run.json has no expanded_scenario")
+	sc, info, err := scenarios.FromRun(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotShrinkable, err)
 	}
-	var s scenarios.Scenario
-	if err := json.Unmarshal(info.Expanded, &s); err != nil {
-		return nil, bad("run.json: expanded_scenario: %v", err)
-	}
-	// The expanded scenario is the one that ran: on a Kafka cluster its on_kafka timing is
-	// applied already. Kept, the runner would apply it again to every candidate, undoing a
-	// shorter run or a shorter script.
-	s.OnKafka = nil
+	s := *sc
 	res, err := checker.ReadResultsFile(d.Results())
 	if err != nil {
 		return nil, bad("%v (check the run first: fencecheck check %s)", err, dir)

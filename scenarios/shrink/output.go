@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecheck/fencecheck/internal/atomicfile"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/workload"
 	yaml "go.yaml.in/yaml/v3"
@@ -193,11 +194,7 @@ func seedList(seeds []uint64) string {
 }
 
 func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("shrink output: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, b); err != nil {
 		return fmt.Errorf("shrink output: %w", err)
 	}
 	return nil

@@ -412,7 +412,7 @@ systems:
 	missing := rep.Cells[len(rep.Cells)-1]
 	if missing.System != "missing" || len(missing.Runs) != 1 ||
 		!strings.Contains(strings.Join(missing.Runs[0].Why, " "), "no-such-adapter") ||
-		!strings.Contains(strings.Join(missing.Runs[0].Why, " "), "make java-adapter") ||
+		!strings.Contains(strings.Join(missing.Runs[0].Why, " "), "make NAME-adapter") ||
 		!strings.Contains(missing.Repeat, "--transport 'exec:./no-such-adapter --flag'") {
 		t.Errorf("missing adapter's cell: %+v", missing)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/internal/atomicfile"
 	"github.com/fencecheck/fencecheck/reports"
 )
 
@@ -48,13 +49,7 @@ func Write(dir string, rep *Report) error {
 }
 
 // writeFile replaces path atomically, so a reader (or a killed suite) never sees half a file.
-func writeFile(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+func writeFile(path string, b []byte) error { return atomicfile.Write(path, b) }
 
 // sortCells puts failures first (worst first), then by group, scenario and system order as
 // given; stable, so the suite's own order breaks ties.

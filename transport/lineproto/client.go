@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,11 +38,15 @@ type Transport struct {
 	caps    []string
 	adapter string // hello's name
 
-	mu       sync.Mutex // guards proc, closed, restarts
+	mu       sync.Mutex // guards proc, closed, restarts, parts, minted
 	proc     *adapterProc
 	closed   bool
 	restarts int
 	parts    map[string]int32 // partition counts of topics, from the helper
+	// minted holds, with CapGatewayToken, the token of each role's holding: the pair the
+	// gateway saw the role's last acquire mint, until a write under it fails or an acquire
+	// fails. The harness keeps the adapter's side of the contract that needs the token.
+	minted map[transport.Role]transport.FencingToken
 }
 
 // adapterProc is one running adapter process.
@@ -83,7 +88,8 @@ func Start(ctx context.Context, argv []string, cfg transport.Config) (*Transport
 	if err != nil {
 		return nil, err
 	}
-	t := &Transport{argv: argv, cfg: helper.Config(), helper: helper, parts: map[string]int32{}}
+	t := &Transport{argv: argv, cfg: helper.Config(), helper: helper, parts: map[string]int32{},
+		minted: map[transport.Role]transport.FencingToken{}}
 	t.log = t.cfg.Logger
 	t.tv = helper.TransactionVersion()
 	// An adapter bounds each call by the request timeout itself; the harness gives it a margin
@@ -122,7 +128,23 @@ func (t *Transport) shutdown() {
 func (t *Transport) TransactionVersion() int { return t.tv }
 
 // Capabilities are the optional capabilities the adapter announced in hello.
-func (t *Transport) Capabilities() []string { return append([]string(nil), t.caps...) }
+func (t *Transport) Capabilities() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.caps...)
+}
+
+// CanDescribe reports whether the adapter can describe a role (it did not announce
+// CapNoDescribe). When it cannot, Describe fails without I/O.
+func (t *Transport) CanDescribe() bool { return !t.has(CapNoDescribe) }
+
+func (t *Transport) gatewayToken() bool { return t.has(CapGatewayToken) }
+
+func (t *Transport) has(capability string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Contains(t.caps, capability)
+}
 
 // Adapter is the name (and version) the adapter gave in hello.
 func (t *Transport) Adapter() string { return t.adapter }
@@ -198,6 +220,13 @@ func (t *Transport) adapterLocked(ctx context.Context) (*adapterProc, error) {
 		p.kill()
 		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrClient, Stage: transport.StageLocal, Err: err}
 	}
+	for _, c := range resp.Capabilities {
+		if !slices.Contains(capabilities, c) {
+			p.kill()
+			return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrClient, Stage: transport.StageLocal,
+				Err: fmt.Errorf("%w: hello: unknown capability %q (this harness knows %s)", ErrProtocol, c, strings.Join(capabilities, ", "))}
+		}
+	}
 	t.caps, t.adapter = resp.Capabilities, resp.Name
 	c := t.cfg
 	resp, err = p.call(ctx, &Request{Op: OpStart, Config: &Config{
@@ -221,6 +250,7 @@ func (t *Transport) adapterLocked(ctx context.Context) (*adapterProc, error) {
 	if resp.TransactionVersion != 0 {
 		t.tv = resp.TransactionVersion
 	}
+	clear(t.minted) // a new adapter holds nothing
 	t.proc = p
 	t.log.Info("adapter started", "pid", p.cmd.Process.Pid, "client_id", clientID, "adapter", t.adapter,
 		"capabilities", strings.Join(t.caps, ","), "transaction_version", t.tv)
@@ -467,15 +497,70 @@ func (t *Transport) checkOpen(op transport.Op, role transport.Role) error {
 }
 
 // AcquireEpoch asks the adapter to mint role's token (see transport.BrokerTransport.AcquireEpoch).
+//
+// With CapGatewayToken the token is the pair of the last successful InitProducerId for the
+// role's transactional id that the gateway relayed to this adapter after the acquire was
+// sent. One acquire per role is in flight at a time, and members of a role play on distinct
+// processes, so no other request of this adapter can have minted it; a competitor's mint
+// crosses another process's gateway.
 func (t *Transport) AcquireEpoch(ctx context.Context, role transport.Role) (transport.FencingToken, error) {
+	mark := t.gw.mintMark()
+	t.forget(role)
 	resp, err := t.do(ctx, transport.OpAcquire, role, &Request{Op: OpAcquire, Role: string(role)})
 	if err != nil {
 		return transport.FencingToken{}, err
 	}
-	if resp.Token == nil {
-		return transport.FencingToken{}, unknown(transport.OpAcquire, role, fmt.Errorf("%w: acquire answered ok without a token", ErrProtocol))
+	if !t.gatewayToken() {
+		if resp.Token == nil {
+			return transport.FencingToken{}, unknown(transport.OpAcquire, role, fmt.Errorf("%w: acquire answered ok without a token", ErrProtocol))
+		}
+		return resp.Token.fencing(), nil
 	}
-	return resp.Token.fencing(), nil
+	txnID := transport.TransactionalID(t.cfg.Topic, role)
+	seen, ok := t.gw.mintedSince(txnID, mark)
+	switch {
+	case !ok:
+		return transport.FencingToken{}, unknown(transport.OpAcquire, role,
+			fmt.Errorf("%w: acquire answered ok, but the gateway relayed no successful InitProducerId for %q to this adapter", ErrProtocol, txnID))
+	case resp.Token != nil && *resp.Token != seen:
+		return transport.FencingToken{}, unknown(transport.OpAcquire, role,
+			fmt.Errorf("%w: acquire answered token %d/%d, but InitProducerId returned %d/%d to this adapter", ErrProtocol,
+				resp.Token.ProducerID, resp.Token.Epoch, seen.ProducerID, seen.Epoch))
+	}
+	tok := seen.fencing()
+	t.mu.Lock()
+	t.minted[role] = tok
+	t.mu.Unlock()
+	return tok, nil
+}
+
+// forget drops the harness's record of role's holding (CapGatewayToken).
+func (t *Transport) forget(role transport.Role) {
+	t.mu.Lock()
+	delete(t.minted, role)
+	t.mu.Unlock()
+}
+
+// write runs a write request under token. With CapGatewayToken the harness checks the token
+// first, as the seed asks of the transport (ErrNotHeld, nothing sent), and forgets the
+// holding when the write fails, as the adapter does.
+func (t *Transport) write(ctx context.Context, role transport.Role, token transport.FencingToken, req *Request) error {
+	if !t.gatewayToken() {
+		_, err := t.do(ctx, transport.OpWrite, role, req)
+		return err
+	}
+	t.mu.Lock()
+	held, ok := t.minted[role]
+	t.mu.Unlock()
+	if !ok || held != token {
+		return &transport.Error{Op: transport.OpWrite, Role: role, Kind: transport.ErrNotHeld, Stage: transport.StageLocal,
+			Err: fmt.Errorf("token %v is not the holding's", token)}
+	}
+	_, err := t.do(ctx, transport.OpWrite, role, req)
+	if err != nil {
+		t.forget(role)
+	}
+	return err
 }
 
 // Register asks the adapter to append member's registration to role's partition.
@@ -509,12 +594,11 @@ func (t *Transport) WriteLease(ctx context.Context, role transport.Role, token t
 	if err != nil {
 		return err
 	}
-	_, err = t.do(ctx, transport.OpWrite, role, &Request{Op: OpWriteLease, Role: string(role), Token: tokenOf(token),
+	return t.write(ctx, role, token, &Request{Op: OpWriteLease, Role: string(role), Token: tokenOf(token),
 		Lease: &Lease{Holder: string(lease.Holder), Seq: lease.Seq, DurationNS: int64(lease.Duration),
 			WrittenAtNS: lease.WrittenAt.UnixNano()},
 		Topic: t.cfg.Topic, Partition: &p, Key: transport.EncodeKey(role),
 		Value: transport.AppendValue(nil, transport.Value{Kind: transport.KindLease, Token: token, Member: lease.Holder, Lease: lease})})
-	return err
 }
 
 // WriteFenced asks the adapter to write recs under token in one transaction.
@@ -523,8 +607,7 @@ func (t *Transport) WriteFenced(ctx context.Context, role transport.Role, token 
 	for _, r := range recs {
 		req.Records = append(req.Records, Write{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value})
 	}
-	_, err := t.do(ctx, transport.OpWrite, role, req)
-	return err
+	return t.write(ctx, role, token, req)
 }
 
 // ReadRoleRecords asks the adapter for the committed records of role's partition and decodes
@@ -569,7 +652,16 @@ func (t *Transport) ReadRoleRecords(ctx context.Context, role transport.Role) (t
 }
 
 // Describe asks the adapter which token its coordinator reports for role.
+//
+// An adapter that announced CapNoDescribe is not asked: the call fails (ErrAdmin) without I/O.
 func (t *Transport) Describe(ctx context.Context, role transport.Role) (transport.FencingToken, bool, error) {
+	if err := t.checkOpen(transport.OpDescribe, role); err != nil {
+		return transport.FencingToken{}, false, err
+	}
+	if !t.CanDescribe() {
+		return transport.FencingToken{}, false, &transport.Error{Op: transport.OpDescribe, Role: role, Kind: transport.ErrAdmin,
+			Stage: transport.StageLocal, Err: errors.New("the adapter cannot describe (capability no-describe)")}
+	}
 	resp, err := t.do(ctx, transport.OpDescribe, role, &Request{Op: OpDescribe, Role: string(role)})
 	if err != nil {
 		return transport.FencingToken{}, false, err
@@ -581,10 +673,18 @@ func (t *Transport) Describe(ctx context.Context, role transport.Role) (transpor
 }
 
 // HeldToken asks the adapter which token it holds for role. A call that fails reports none.
+// With CapGatewayToken the adapter says only whether it holds the role, and the token is the
+// harness's record of the acquire.
 func (t *Transport) HeldToken(role transport.Role) (transport.FencingToken, bool) {
 	resp, err := t.do(context.Background(), "held", role, &Request{Op: OpHeld, Role: string(role)})
 	if err != nil || !resp.Held {
 		return transport.FencingToken{}, false
+	}
+	if t.gatewayToken() {
+		t.mu.Lock()
+		tok, ok := t.minted[role]
+		t.mu.Unlock()
+		return tok, ok
 	}
 	return resp.Token.fencing(), true
 }

@@ -22,6 +22,10 @@ import (
 // never learns the brokers' own addresses, the gateway rewrites the broker addresses of
 // Metadata, FindCoordinator and DescribeCluster responses to its listeners; every other
 // frame passes unchanged, in order.
+//
+// It also watches the InitProducerId answers it relays: for a client that does not expose
+// the pair it was minted (capability gateway-token), the token of an acquire is the one the
+// broker gave that adapter's own request, seen on the wire before the adapter could read it.
 type gateway struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	timeout time.Duration // bounds each upstream dial
@@ -31,6 +35,20 @@ type gateway struct {
 	listeners map[string]net.Listener // broker's advertised host:port → gateway listener
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup
+	mints     map[string]mint // transactional id → the last pair InitProducerId returned for it
+	mintSeq   uint64          // counts the mints seen
+}
+
+// mint is a successful InitProducerId answer the gateway relayed.
+type mint struct {
+	token Token
+	seq   uint64 // the gateway's mint counter after it
+}
+
+// sent is what the gateway remembers of a request until its answer comes.
+type sent struct {
+	key, version int16
+	txnID        string // InitProducerId for a new producer: the transactional id asked for
 }
 
 // maxFrame bounds a frame the gateway accepts: Kafka's own default socket request limit.
@@ -40,6 +58,7 @@ const maxFrame = 100 << 20
 const (
 	keyMetadata        = 3
 	keyFindCoordinator = 10
+	keyInitProducerID  = 22
 	keyDescribeCluster = 60
 )
 
@@ -48,7 +67,8 @@ func newGateway(dial func(ctx context.Context, network, addr string) (net.Conn, 
 		var d net.Dialer
 		dial = d.DialContext
 	}
-	return &gateway{dial: dial, timeout: timeout, listeners: map[string]net.Listener{}, conns: map[net.Conn]struct{}{}}
+	return &gateway{dial: dial, timeout: timeout, listeners: map[string]net.Listener{}, conns: map[net.Conn]struct{}{},
+		mints: map[string]mint{}}
 }
 
 // addr returns the gateway's address for the broker advertised at upstream, opening a
@@ -120,7 +140,7 @@ func (g *gateway) serve(down net.Conn, upstream string) {
 	defer g.untrack(up)
 
 	var mu sync.Mutex
-	pending := map[int32][2]int16{} // correlation id → api key, version, for the rewritten responses
+	pending := map[int32]sent{} // correlation id → the request, for the answers read or rewritten
 	done := make(chan struct{}, 2)
 	go func() { // adapter → broker
 		defer func() { done <- struct{}{} }()
@@ -132,10 +152,13 @@ func (g *gateway) serve(down net.Conn, upstream string) {
 			}
 			if len(frame) >= 12 {
 				key := int16(binary.BigEndian.Uint16(frame[4:]))
-				if key == keyMetadata || key == keyFindCoordinator || key == keyDescribeCluster {
-					version := int16(binary.BigEndian.Uint16(frame[6:]))
+				if key == keyMetadata || key == keyFindCoordinator || key == keyDescribeCluster || key == keyInitProducerID {
+					req := sent{key: key, version: int16(binary.BigEndian.Uint16(frame[6:]))}
+					if key == keyInitProducerID {
+						req.txnID = initProducerIDTxn(frame, req.version)
+					}
 					mu.Lock()
-					pending[int32(binary.BigEndian.Uint32(frame[8:]))] = [2]int16{key, version}
+					pending[int32(binary.BigEndian.Uint32(frame[8:]))] = req
 					mu.Unlock()
 				}
 			}
@@ -155,11 +178,16 @@ func (g *gateway) serve(down net.Conn, upstream string) {
 			if len(frame) >= 8 {
 				corr := int32(binary.BigEndian.Uint32(frame[4:]))
 				mu.Lock()
-				kv, ok := pending[corr]
+				req, ok := pending[corr]
 				delete(pending, corr)
 				mu.Unlock()
-				if ok {
-					if frame, err = g.rewrite(frame, kv[0], kv[1]); err != nil {
+				switch {
+				case ok && req.key == keyInitProducerID:
+					// Seen before the adapter gets it: an acquire answered after this frame
+					// finds the mint recorded.
+					g.observeMint(frame, req)
+				case ok:
+					if frame, err = g.rewrite(frame, req.key, req.version); err != nil {
 						return // an answer the adapter must not see unrewritten: drop the connection
 					}
 				}
@@ -247,6 +275,86 @@ func (g *gateway) rewrite(frame []byte, key, version int16) ([]byte, error) {
 	out = resp.AppendTo(out)
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 	return out, nil
+}
+
+// initProducerIDTxn returns the transactional id an InitProducerId request frame asks a new
+// producer id or epoch for; "" when it asks for none (an idempotent producer), when it does
+// not decode, and when it names the producer id it has (KIP-360: an existing producer bumping
+// its epoch after an abortable error, or a client's recovery). Only the first is an acquire's
+// mint: a bump by the previous producer of the role, arriving during the next acquire, must
+// not be taken for that acquire's token.
+func initProducerIDTxn(frame []byte, version int16) string {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.SetVersion(version)
+	// After size, key, version and correlation id: the client id (a nullable int16-length
+	// string in every header version), then the flexible header's tagged fields.
+	body := frame[12:]
+	if len(body) < 2 {
+		return ""
+	}
+	n := int(int16(binary.BigEndian.Uint16(body)))
+	body = body[2:]
+	if n > 0 {
+		if n > len(body) {
+			return ""
+		}
+		body = body[n:]
+	}
+	if req.IsFlexible() {
+		n, err := skipTags(body)
+		if err != nil {
+			return ""
+		}
+		body = body[n:]
+	}
+	if err := req.ReadFrom(body); err != nil || req.TransactionalID == nil || req.ProducerID >= 0 {
+		return ""
+	}
+	return *req.TransactionalID
+}
+
+// observeMint records the pair of a successful InitProducerId answer to req.
+func (g *gateway) observeMint(frame []byte, req sent) {
+	if req.txnID == "" {
+		return
+	}
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.SetVersion(req.version)
+	body := frame[8:]
+	if resp.IsFlexible() {
+		n, err := skipTags(body)
+		if err != nil {
+			return
+		}
+		body = body[n:]
+	}
+	if err := resp.ReadFrom(body); err != nil || resp.ErrorCode != 0 {
+		return
+	}
+	g.mu.Lock()
+	g.mintSeq++
+	g.mints[req.txnID] = mint{token: Token{ProducerID: resp.ProducerID, Epoch: resp.ProducerEpoch}, seq: g.mintSeq}
+	g.mu.Unlock()
+}
+
+// mintMark returns the gateway's mint counter: mintedSince(id, mark) then says what was minted
+// for id after this moment.
+func (g *gateway) mintMark() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mintSeq
+}
+
+// mintedSince returns the last pair InitProducerId returned for txnID on this gateway's
+// connections after mark (mintMark), false when none did.
+func (g *gateway) mintedSince(txnID string, mark uint64) (Token, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m, ok := g.mints[txnID]
+	if !ok || m.seq <= mark {
+		return Token{}, false
+	}
+	return m.token, true
 }
 
 // skipTags returns the length of the tagged fields at the start of b (a flexible header's).

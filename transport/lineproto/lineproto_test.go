@@ -1,18 +1,25 @@
 package lineproto_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/fencecheck/fencecheck/internal/adapters"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
 	"github.com/fencecheck/fencecheck/transport/transporttest"
@@ -31,6 +38,28 @@ func TestMain(m *testing.M) {
 	case "slow-boot":
 		time.Sleep(3 * time.Second) // a runtime that takes long to start, as a JVM under load does
 		serve(lineproto.StartReal)
+	case "gateway-token":
+		// A client that exposes neither the minted pair nor DescribeTransactions.
+		serveWith(lineproto.StartReal, lineproto.CapGatewayToken, lineproto.CapNoDescribe)
+	case "gated":
+		// As gateway-token, and each acquire waits, after its InitProducerId was answered,
+		// until the test writes a byte to the FIFO named by gateEnv: a competitor can mint
+		// in between.
+		serveWith(func(ctx context.Context, cfg transport.Config) (lineproto.Subject, error) {
+			t, err := transport.Start(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return gatedAcquires{t}, nil
+		}, lineproto.CapGatewayToken)
+	case "unknown-capability":
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			var req lineproto.Request
+			_ = json.Unmarshal(sc.Bytes(), &req)
+			_ = json.NewEncoder(os.Stdout).Encode(lineproto.Response{ID: req.ID, Outcome: lineproto.OutcomeOK,
+				Version: lineproto.Version, Capabilities: []string{"telepathy"}})
+		}
 	case "hang-write":
 		serve(func(ctx context.Context, cfg transport.Config) (lineproto.Subject, error) {
 			t, err := transport.Start(ctx, cfg)
@@ -43,9 +72,12 @@ func TestMain(m *testing.M) {
 	os.Exit(0)
 }
 
-func serve(start lineproto.SubjectStart) {
+func serve(start lineproto.SubjectStart) { serveWith(start) }
+
+func serveWith(start lineproto.SubjectStart, capabilities ...string) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := lineproto.Serve(context.Background(), os.Stdin, os.Stdout, log, "test adapter", start); err != nil {
+	if err := lineproto.Serve(context.Background(), os.Stdin, os.Stdout, log,
+		lineproto.Adapter{Name: "test adapter", Start: start, Capabilities: capabilities}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -56,6 +88,22 @@ type hangingWrites struct{ *transport.BrokerTransport }
 
 func (hangingWrites) WriteLease(ctx context.Context, _ transport.Role, _ transport.FencingToken, _ transport.Lease) error {
 	select {} // until the harness kills the process
+}
+
+// gateEnv names the FIFO a gated adapter's acquires wait on.
+const gateEnv = "FENCECHECK_LINEPROTO_TEST_GATE"
+
+// gatedAcquires holds every acquire's answer back until the FIFO named by gateEnv yields a
+// byte.
+type gatedAcquires struct{ *transport.BrokerTransport }
+
+func (g gatedAcquires) AcquireEpoch(ctx context.Context, role transport.Role) (transport.FencingToken, error) {
+	tok, err := g.BrokerTransport.AcquireEpoch(ctx, role)
+	if f, ferr := os.Open(os.Getenv(gateEnv)); ferr == nil { // blocks until the test opens it to write
+		_, _ = f.Read(make([]byte, 1))
+		f.Close()
+	}
+	return tok, err
 }
 
 // start returns an Env.New that runs this binary as the adapter in mode.
@@ -111,6 +159,106 @@ func TestConformanceThroughTheProtocol(t *testing.T) {
 		transporttest.Run(t, transporttest.Env{Bootstrap: newKfake(t), TransactionVersion: 1,
 			PinTransactionVersion: true, New: start(t, "real")})
 	})
+	// An adapter that answers no token and cannot describe: the harness takes each token from
+	// the InitProducerId answer its gateway relayed, keeps the holding, and the suite asks
+	// the coordinator itself what the adapter's acquires minted.
+	t.Run("gateway-token and no-describe", func(t *testing.T) {
+		t.Parallel()
+		transporttest.Run(t, transporttest.Env{Bootstrap: newKfake(t), TransactionVersion: 2, New: start(t, "gateway-token")})
+	})
+}
+
+// TestGatewayTokenIsThePairThatProducerGot: with the gateway-token capability, the token of an
+// acquire is what InitProducerId returned to that adapter, even when a competitor mints the
+// role again before the adapter answers; the coordinator then reports the competitor's.
+func TestGatewayTokenIsThePairThatProducerGot(t *testing.T) {
+	cfg := transport.NewConfig(newKfake(t), 10*time.Second)
+	cfg.TopicPartitions = 1
+	ctx := context.Background()
+	gate := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := lineproto.Start(ctx, []string{"env", adapterEnv + "=gated", gateEnv + "=" + gate, self}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close(ctx)
+	ref, err := transport.Start(ctx, cfg) // the same topic: the default
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close(ctx)
+
+	const role = "r"
+	type result struct {
+		tok transport.FencingToken
+		err error
+	}
+	acquired := make(chan result, 1)
+	go func() {
+		tok, err := tr.AcquireEpoch(ctx, role)
+		acquired <- result{tok, err}
+	}()
+	// The adapter's InitProducerId has been answered once the coordinator knows the role.
+	var minted transport.FencingToken
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tok, held, err := ref.Describe(ctx, role)
+		if err == nil && held {
+			minted = tok
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the adapter's acquire never reached the coordinator (describe: %v, %v)", held, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	competitor, err := ref.AcquireEpoch(ctx, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.Write([]byte{1})
+	f.Close()
+	r := <-acquired
+	if r.err != nil {
+		t.Fatalf("acquire: %v", r.err)
+	}
+	if r.tok != minted {
+		t.Fatalf("acquire returned %v; its InitProducerId minted %v", r.tok, minted)
+	}
+	if competitor.Compare(r.tok) <= 0 {
+		t.Fatalf("the competitor's %v does not sort after the adapter's %v", competitor, r.tok)
+	}
+	if now, _, err := ref.Describe(ctx, role); err != nil || now != competitor {
+		t.Fatalf("describe after both = %v, %v; want the competitor's %v (what a describe-based token would have taken)", now, err, competitor)
+	}
+	if got, held := tr.HeldToken(role); !held || got != r.tok {
+		t.Fatalf("HeldToken = %v, %v; want %v", got, held, r.tok)
+	}
+	err = tr.WriteLease(ctx, role, r.tok, transport.Lease{Holder: "m", Seq: 1, Duration: time.Second, WrittenAt: time.Now()})
+	if !errors.Is(err, transport.ErrFenced) {
+		t.Fatalf("the deposed adapter's write = %v, want ErrFenced", err)
+	}
+}
+
+// TestUnknownCapabilityIsRefused: an adapter announcing a capability this harness does not
+// know does not start, and the error names it (a misspelt capability would otherwise be
+// silently ignored).
+func TestUnknownCapabilityIsRefused(t *testing.T) {
+	cfg := transport.NewConfig(newKfake(t), 10*time.Second)
+	_, err := lineprotoStart(t, "unknown-capability", cfg)
+	if !errors.Is(err, lineproto.ErrProtocol) || !strings.Contains(err.Error(), `"telepathy"`) {
+		t.Fatalf("start = %v; want a protocol error naming the capability", err)
+	}
 }
 
 // TestHungCallIsUnknownAndTheAdapterReplaced: a lease write the adapter never answers ends at
@@ -213,6 +361,34 @@ func BenchmarkLeaseWrite(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+		})
+	}
+}
+
+// TestAdapterConformance runs the conformance suite on each adapter of adapters/ (third-party
+// clients behind the protocol) on kfake, through one process's links. A client that speaks
+// TV1 whatever the cluster finalized is held to TV1's epochs. cluster/local's test of the same
+// name runs them on Apache Kafka.
+func TestAdapterConformance(t *testing.T) {
+	for _, client := range adapters.Clients {
+		t.Run(client.Name, func(t *testing.T) {
+			// One adapter at a time: a JVM per transport and the suite's timing bounds do not
+			// share two cores with make test's Kafka lane well.
+			argv := testenv.Adapter(t, client.Name)
+			tv, pin := client.Speaks(2)
+			var links countingDial
+			transporttest.Run(t, transporttest.Env{Bootstrap: newKfake(t), Dial: links.dial, TransactionVersion: tv,
+				PinTransactionVersion: pin,
+				New: func(ctx context.Context, cfg transport.Config) (transporttest.Transport, error) {
+					tr, err := lineproto.Start(ctx, argv, cfg)
+					if err != nil {
+						return nil, err
+					}
+					return tr, nil
+				}})
+			if links.n.Load() == 0 {
+				t.Fatal("no connection went through the links")
+			}
 		})
 	}
 }

@@ -24,6 +24,7 @@ package lineproto
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fencecheck/fencecheck/transport"
 )
@@ -45,6 +46,24 @@ const (
 	OpHeld        = "held"
 	OpClose       = "close"
 )
+
+// Capabilities an adapter may announce in hello (docs/exec-protocol.md, "Capabilities").
+const (
+	// CapGatewayToken: the client does not expose the pair InitProducerId minted. acquire and
+	// held answer without a token; the harness takes the acquire's token from the
+	// InitProducerId answer its gateway relayed to that adapter, and checks the token of
+	// every write against it, so the adapter need not.
+	CapGatewayToken = "gateway-token"
+	// CapNoDescribe: the client has no DescribeTransactions. The harness sends no describe,
+	// and the checker reports describe-consistent as not covered.
+	CapNoDescribe = "no-describe"
+)
+
+// capabilities are the capabilities this version of the harness knows.
+var capabilities = []string{CapGatewayToken, CapNoDescribe}
+
+// Capabilities returns the names of the capabilities this harness knows.
+func Capabilities() []string { return slices.Clone(capabilities) }
 
 // Outcomes of a response: what the call says about its effect (transport.Outcome).
 const (

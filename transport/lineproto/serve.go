@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,11 +39,29 @@ func StartReal(ctx context.Context, cfg transport.Config) (Subject, error) {
 	return t, nil
 }
 
+// Adapter is what Serve puts behind the protocol.
+type Adapter struct {
+	// Name is what hello reports: the adapter and its version.
+	Name string
+	// Start builds the subject when start comes.
+	Start SubjectStart
+	// Capabilities are announced in hello, and Serve then answers as a client with those
+	// limits would: with CapGatewayToken acquire and held carry no token, with CapNoDescribe
+	// describe fails. fencecheck's own transport has no such limits; serving it with them
+	// tests the harness's side of each capability.
+	Capabilities []string
+}
+
 // Serve is the adapter side: it reads requests from in and writes responses to out until
 // close or the end of in, running each call in its own goroutine (the subject serializes
-// calls on one role). name is what hello reports. The subject's warnings go to log.
-func Serve(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger, name string, start SubjectStart) error {
-	s := &server{enc: json.NewEncoder(out), log: log, name: name, start: start}
+// calls on one role). The subject's warnings go to log.
+func Serve(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger, a Adapter) error {
+	for _, c := range a.Capabilities {
+		if !slices.Contains(capabilities, c) {
+			return fmt.Errorf("unknown capability %q (want one of %s)", c, strings.Join(capabilities, ", "))
+		}
+	}
+	s := &server{enc: json.NewEncoder(out), log: log, name: a.Name, start: a.Start, caps: a.Capabilities}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxFrame)
 	var calls sync.WaitGroup
@@ -78,6 +98,7 @@ type server struct {
 	log   *slog.Logger
 	name  string
 	start SubjectStart
+	caps  []string
 
 	mu sync.Mutex
 	tr Subject
@@ -107,7 +128,7 @@ func failure(id uint64, err error) *Response {
 func (s *server) handle(ctx context.Context, req *Request) *Response {
 	ok := &Response{ID: req.ID, Outcome: OutcomeOK}
 	if req.Op == OpHello {
-		ok.Version, ok.Name = Version, s.name
+		ok.Version, ok.Name, ok.Capabilities = Version, s.name, s.caps
 		return ok
 	}
 	if req.Op == OpStart {
@@ -143,7 +164,7 @@ func (s *server) handle(ctx context.Context, req *Request) *Response {
 	switch req.Op {
 	case OpAcquire:
 		var tok transport.FencingToken
-		if tok, err = tr.AcquireEpoch(ctx, role); err == nil {
+		if tok, err = tr.AcquireEpoch(ctx, role); err == nil && !slices.Contains(s.caps, CapGatewayToken) {
 			ok.Token = tokenOf(tok)
 		}
 	case OpRegister:
@@ -183,13 +204,17 @@ func (s *server) handle(ctx context.Context, req *Request) *Response {
 			}
 		}
 	case OpDescribe:
+		if slices.Contains(s.caps, CapNoDescribe) {
+			return failure(req.ID, &transport.Error{Op: transport.OpDescribe, Role: role, Kind: transport.ErrAdmin,
+				Stage: transport.StageLocal, Err: errors.New("describe: this adapter announced no-describe")})
+		}
 		var tok transport.FencingToken
 		if tok, ok.Held, err = tr.Describe(ctx, role); err == nil && ok.Held {
 			ok.Token = tokenOf(tok)
 		}
 	case OpHeld:
 		var tok transport.FencingToken
-		if tok, ok.Held = tr.HeldToken(role); ok.Held {
+		if tok, ok.Held = tr.HeldToken(role); ok.Held && !slices.Contains(s.caps, CapGatewayToken) {
 			ok.Token = tokenOf(tok)
 		}
 	case OpClose:

@@ -151,6 +151,16 @@ var regressionMutants = []mutant{
 			return &Transport{BrokerTransport: tr}, nil
 		},
 	},
+	{
+		name:       "no-confirm",
+		summary:    "returns Describe's answer without asking other brokers whether the broker that answered is still the coordinator, so a coordinator cut from its peers can name a deposed holder (Apache Kafka answers from its old state)",
+		guarantees: []string{"describe-consistent"},
+		scenario:   "regression/deposed-coordinator-describe",
+		build: func(_ context.Context, tr *transport.BrokerTransport) (*Transport, error) {
+			knobs.DisableConfirm(tr)
+			return &Transport{BrokerTransport: tr}, nil
+		},
+	},
 }
 
 // Known reports whether name is a mutant Start can build: one of List's, or one made for a
@@ -187,10 +197,16 @@ type Description struct {
 	Scenario string
 }
 
-// List returns every mutant.
-func List() []Description {
-	out := make([]Description, 0, len(mutants))
-	for _, m := range mutants {
+// List returns every mutant selftest runs.
+func List() []Description { return describe(mutants) }
+
+// RegressionList returns the mutants made for regressions: accepted by Start, not run by
+// selftest (see regressionMutants).
+func RegressionList() []Description { return describe(regressionMutants) }
+
+func describe(ms []mutant) []Description {
+	out := make([]Description, 0, len(ms))
+	for _, m := range ms {
 		out = append(out, Description{Name: m.name, Summary: m.summary, Guarantees: slices.Clone(m.guarantees), Scenario: cmp.Or(m.scenario, "steady")})
 	}
 	return out

@@ -12,6 +12,7 @@ package owner
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -53,6 +54,16 @@ func Gone(label, host string) bool {
 func Exited(pid int) bool {
 	st := stat(pid, 0)
 	return st == "" || st == "Z" || st == "X"
+}
+
+// InGroup reports whether process pid is running (not exited, see Exited) in
+// one of the process groups pgids.
+func InGroup(pid int, pgids []int) bool {
+	if Exited(pid) {
+		return false
+	}
+	pgrp, err := strconv.Atoi(stat(pid, 2)) // after the state: ppid, pgrp
+	return err == nil && slices.Contains(pgids, pgrp)
 }
 
 // stat returns field i of /proc/<pid>/stat counted from the one after the

@@ -8,3 +8,9 @@ package knobs
 // first record to a topic then takes franz-go v1.22.3's first-metadata path, whose race can
 // acknowledge a record that EndTransaction never commits.
 var DisableWarmUp func(tr any)
+
+// DisableConfirm, set by package transport, makes the *transport.BrokerTransport it is given
+// return Describe's answer without asking other brokers whether the broker that answered is
+// still the coordinator (transport/confirm.go): a deposed coordinator's stale answer is then
+// returned as it came.
+var DisableConfirm func(tr any)

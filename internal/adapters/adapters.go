@@ -1,0 +1,103 @@
+// Package adapters knows the exec-protocol adapters that ship in the repository's adapters/
+// folder: fencecheck's transport design on third-party Kafka clients (docs/clients.md). Each
+// lives in adapters/NAME, is built by `make NAME-adapter`, which leaves target/.built behind,
+// and runs as adapters/NAME/fencecheck-NAME-adapter.
+package adapters
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Client is one adapter and what its client can do.
+type Client struct {
+	// Name is the adapter's folder under adapters/ and the stem of its launcher and make target.
+	Name string
+	// TransactionVersion is what the client's producers speak whatever the cluster
+	// finalized: 1 for a client without KIP-890; 0 when it follows the cluster.
+	TransactionVersion int
+}
+
+// Clients are the adapters in adapters/, in the order the docs list them.
+var Clients = []Client{
+	{Name: "java"},
+	{Name: "librdkafka", TransactionVersion: 1},
+	{Name: "sarama", TransactionVersion: 1},
+	{Name: "kafkajs", TransactionVersion: 1},
+}
+
+// Speaks returns the transaction version the client's producers run on a cluster that
+// finalized clusterTV, and whether a test should pin that version in the transport's config:
+// only a client that follows the cluster can be asked to.
+func (c Client) Speaks(clusterTV int) (tv int, pin bool) {
+	if c.TransactionVersion != 0 {
+		return c.TransactionVersion, false
+	}
+	return clusterTV, true
+}
+
+// Lookup returns the client named name.
+func Lookup(name string) (Client, bool) {
+	for _, c := range Clients {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Client{}, false
+}
+
+// ErrNotBuilt: the adapter's build has not run (its target/.built is missing).
+var ErrNotBuilt = errors.New("adapter not built")
+
+// Launcher returns the adapter's launcher under the repository root.
+func (c Client) Launcher(root string) string {
+	return filepath.Join(root, "adapters", c.Name, "fencecheck-"+c.Name+"-adapter")
+}
+
+// Make is the make target that builds the adapter.
+func (c Client) Make() string { return c.Name + "-adapter" }
+
+// Command returns the command that starts the adapter of a repository at root, or an error
+// wrapping ErrNotBuilt that names the make target.
+func (c Client) Command(root string) ([]string, error) {
+	if err := CheckBuilt(c.Launcher(root)); err != nil {
+		return nil, err
+	}
+	return []string{c.Launcher(root)}, nil
+}
+
+// CheckBuilt returns an error wrapping ErrNotBuilt when program is the launcher of one of the
+// adapters (by its name, fencecheck-NAME-adapter) and that adapter's build is missing beside
+// it; nil for any other program.
+func CheckBuilt(program string) error {
+	for _, c := range Clients {
+		if filepath.Base(program) != "fencecheck-"+c.Name+"-adapter" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(program), "target", ".built")); err != nil {
+			return fmt.Errorf("%w: %s (run make %s)", ErrNotBuilt, program, c.Make())
+		}
+	}
+	return nil
+}
+
+// Root returns the repository's root: the nearest folder above dir (a test's working
+// directory, say) that holds the adapters/ folder and go.mod.
+func Root(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(filepath.Join(d, "adapters")); err == nil && fi.IsDir() {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				return d, nil
+			}
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no repository root (a folder with adapters/ and go.mod) above %s", dir)
+		}
+	}
+}

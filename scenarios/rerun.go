@@ -1,0 +1,44 @@
+package scenarios
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/fencecheck/fencecheck/reports"
+)
+
+// IsRunDir reports whether arg names a run directory (one holding run.json) rather than a
+// scenario.
+func IsRunDir(arg string) bool {
+	st, err := os.Stat(reports.Dir(arg).RunJSON())
+	return err == nil && !st.IsDir()
+}
+
+// FromRun returns the scenario a stored run ran, fully expanded as run.json keeps it, and the
+// run's run.json (its seed and transport): `fencecheck run DIR` repeats the run with them,
+// whatever became of the scenario file since. On a Kafka cluster the expanded scenario has
+// its on_kafka timing applied already, so it is dropped: applied again it would undo a
+// shorter duration or script.
+func FromRun(dir string) (*Scenario, *reports.RunInfo, error) {
+	info, err := reports.Dir(dir).ReadRunInfo()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrScenario, dir, err)
+	}
+	if len(info.Expanded) == 0 {
+		return nil, nil, fmt.Errorf("%w: %s: run.json has no expanded_scenario", ErrScenario, dir)
+	}
+	var s Scenario
+	if err := json.Unmarshal(info.Expanded, &s); err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: run.json: expanded_scenario: %v", ErrScenario, dir, err)
+	}
+	s.OnKafka = nil
+	if err := s.Validate(); err != nil {
+		if !errors.Is(err, ErrScenario) {
+			err = fmt.Errorf("%w: %w", ErrScenario, err)
+		}
+		return nil, nil, fmt.Errorf("%s: run.json: %w", dir, err)
+	}
+	return &s, info, nil
+}

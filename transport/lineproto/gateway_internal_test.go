@@ -1,0 +1,74 @@
+package lineproto
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// requestFrame encodes req as the adapter's client sends it: size, header (key, version,
+// correlation id, client id, and the flexible header's empty tags), body.
+func requestFrame(req kmsg.Request, corr int32) []byte {
+	b := make([]byte, 4, 64)
+	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
+	b = binary.BigEndian.AppendUint32(b, uint32(corr))
+	b = binary.BigEndian.AppendUint16(b, 3)
+	b = append(b, "cli"...)
+	if req.IsFlexible() {
+		b = append(b, 0)
+	}
+	b = req.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+// responseFrame encodes resp as the broker answers: size, correlation id, the flexible
+// header's empty tags, body.
+func responseFrame(resp kmsg.Response, corr int32) []byte {
+	b := make([]byte, 4, 64)
+	b = binary.BigEndian.AppendUint32(b, uint32(corr))
+	if resp.IsFlexible() {
+		b = append(b, 0)
+	}
+	b = resp.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+// TestGatewayTakesOnlyNewProducersMints: the gateway records the pair a new producer's
+// InitProducerId got, in every request version, and ignores a KIP-360 bump (the request
+// names its producer id), an idempotent producer's (no transactional id) and a refusal.
+func TestGatewayTakesOnlyNewProducersMints(t *testing.T) {
+	txn := "topic/r1"
+	for _, version := range []int16{0, 1, 2, 3, 4, 5} {
+		g := newGateway(nil, 0)
+		exchange := func(pid int64, epoch int16, txnID *string, code int16, gotPID int64, gotEpoch int16) {
+			req := kmsg.NewPtrInitProducerIDRequest()
+			req.SetVersion(version)
+			req.TransactionalID, req.TransactionTimeoutMillis = txnID, 2000
+			req.ProducerID, req.ProducerEpoch = pid, epoch
+			frame := requestFrame(req, 7)
+			s := sent{key: keyInitProducerID, version: version, txnID: initProducerIDTxn(frame, version)}
+			resp := kmsg.NewPtrInitProducerIDResponse()
+			resp.SetVersion(version)
+			resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, gotPID, gotEpoch
+			g.observeMint(responseFrame(resp, 7), s)
+		}
+		mark := g.mintMark()
+		exchange(-1, -1, &txn, 0, 1000, 3)
+		if tok, ok := g.mintedSince(txn, mark); !ok || tok != (Token{ProducerID: 1000, Epoch: 3}) {
+			t.Fatalf("v%d: a new producer's mint = %v, %v; want 1000/3", version, tok, ok)
+		}
+		mark = g.mintMark()
+		if version >= 3 { // KIP-360's producer id and epoch in the request
+			exchange(1000, 3, &txn, 0, 1000, 4)
+		}
+		exchange(-1, -1, nil, 0, 2000, 0)   // an idempotent producer
+		exchange(-1, -1, &txn, 51, 1000, 9) // CONCURRENT_TRANSACTIONS
+		if tok, ok := g.mintedSince(txn, mark); ok {
+			t.Fatalf("v%d: took %v from a bump, an idempotent producer or a refusal", version, tok)
+		}
+	}
+}
