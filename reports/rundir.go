@@ -21,7 +21,8 @@ import (
 
 // File and folder names inside a run directory (docs/run-directory.md).
 const (
-	runFile     = "run.json"
+	runFile      = "run.json"
+	scenarioFile = "scenario.yaml"
 	historyFile = "history.jsonl"
 	resultsFile = "results.json"
 	reportFile  = "report.html"
@@ -40,6 +41,11 @@ type Dir string
 
 // Paths of the files and folders of a run directory.
 func (d Dir) RunJSON() string { return filepath.Join(string(d), runFile) }
+
+// Scenario is the path of the scenario as the run ran it, every default filled in: a file to
+// edit and run again (`fencecheck run DIR/scenario.yaml`).
+func (d Dir) Scenario() string { return filepath.Join(string(d), scenarioFile) }
+
 func (d Dir) History() string { return filepath.Join(string(d), historyFile) }
 func (d Dir) Results() string { return filepath.Join(string(d), resultsFile) }
 func (d Dir) Report() string  { return filepath.Join(string(d), reportFile) }
@@ -165,7 +171,7 @@ type RunInfo struct {
 	Description string            `json:"description,omitempty"`
 	Seed        uint64            `json:"seed"`
 	Started     time.Time         `json:"started"`
-	Command     string            `json:"command"` // the command line that repeats this run
+	Command     string            `json:"command"` // the command line that repeats this run: fencecheck run DIR --seed N
 	Revision    string            `json:"revision,omitempty"`
 	Cluster     string            `json:"cluster"`
 	Kafka       string            `json:"kafka_version,omitempty"`

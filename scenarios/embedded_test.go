@@ -2,6 +2,7 @@ package scenarios_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strconv"
 	"strings"
@@ -13,8 +14,9 @@ import (
 )
 
 // TestRunWithoutSeedEmbedded runs a short scenario with faults without a seed, as
-// `fencecheck run` does without --seed: the seed Run picks is the one in the stored repeat
-// command, and the harness log names every key once per line.
+// `fencecheck run` does without --seed: the stored repeat command names the run directory and
+// the seed Run picked, the directory's scenario.yaml loads as the scenario run.json keeps and
+// FromRun returns, and the harness log names every key once per line.
 func TestRunWithoutSeedEmbedded(t *testing.T) {
 	testenv.Light(t)
 	if testing.Short() {
@@ -28,7 +30,7 @@ func TestRunWithoutSeedEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Duration = scenarios.Duration(6 * time.Second) // the first fault starts at 4 s
-	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Command: "fencecheck run flapping --duration 6s"})
+	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +41,23 @@ func TestRunWithoutSeedEmbedded(t *testing.T) {
 	if info.Seed == 0 || info.Seed != out.Seed {
 		t.Fatalf("run.json seed %d, outcome seed %d", info.Seed, out.Seed)
 	}
-	if want := "fencecheck run flapping --duration 6s --seed " + strconv.FormatUint(info.Seed, 10); info.Command != want {
-		t.Errorf("stored command %q, want %q", info.Command, want)
+	if want := "fencecheck run " + string(out.Dir) + " --seed " + strconv.FormatUint(info.Seed, 10); info.Command != want || out.Command != want {
+		t.Errorf("stored command %q (outcome %q), want %q", info.Command, out.Command, want)
+	}
+	fromRun, _, err := scenarios.FromRun(string(out.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := scenarios.Find(out.Dir.Scenario())
+	if err != nil {
+		t.Fatalf("scenario.yaml does not load: %v", err)
+	}
+	a, _ := json.Marshal(fromRun)
+	if b, _ := json.Marshal(fromFile); string(a) != string(b) {
+		t.Errorf("scenario.yaml loads as\n%s\nrun.json holds\n%s", b, a)
+	}
+	if fromFile.Duration.D() != 6*time.Second {
+		t.Errorf("scenario.yaml runs for %v, the run ran 6s", fromFile.Duration)
 	}
 
 	b, err := os.ReadFile(out.Dir.HarnessLog())

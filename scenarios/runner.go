@@ -38,10 +38,6 @@ type Options struct {
 	Root string
 	// Seed is the run's root seed; 0 picks one at random (printed and stored).
 	Seed uint64
-	// Command is the command line that repeats the run, without its seed: Run appends
-	// "--seed N" with the seed it runs with (picked here when Seed is 0), so the command stored
-	// in run.json, the report and junit.xml repeats the run. Empty: none is stored.
-	Command string
 	// Console receives one line per phase, and the status line (StatusEvery). Default: discard.
 	Console io.Writer
 	// StatusEvery is how often a status line is printed while the workload runs; 0: never.
@@ -67,8 +63,8 @@ type Options struct {
 type Outcome struct {
 	Dir  reports.Dir
 	Seed uint64
-	// Command repeats the run: Options.Command with the seed the run used (empty if the
-	// caller gave no command).
+	// Command repeats the run: `fencecheck run DIR --seed N`, the run directory (which keeps
+	// the scenario as it ran and its transport) with the seed the run used.
 	Command     string
 	Results     *checker.Results
 	Interrupted bool
@@ -101,9 +97,6 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	if s.usedCluster != s.Cluster.Kind {
 		s.UseCluster(s.Cluster.Kind) // nobody applied the kind's timing (see UseCluster)
 	}
-	if opts.Command != "" {
-		opts.Command += " --seed " + strconv.FormatUint(opts.Seed, 10)
-	}
 	if err := s.Supports(s.Cluster.Kind); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrScenario, err)
 	}
@@ -123,7 +116,9 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{s: s, opts: opts, dir: dir, started: started, start: start, out: &Outcome{Dir: dir, Seed: opts.Seed, Command: opts.Command}}
+	command := "fencecheck run " + ShellQuote(string(dir)) + " --seed " + strconv.FormatUint(opts.Seed, 10)
+	r := &runner{s: s, opts: opts, dir: dir, started: started, start: start, command: command,
+		out: &Outcome{Dir: dir, Seed: opts.Seed, Command: command}}
 	logFile, err := os.Create(dir.HarnessLog())
 	if err != nil {
 		return nil, fmt.Errorf("harness log: %w", err)
@@ -140,6 +135,9 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	if err := r.writeRunInfo(false); err != nil {
 		return nil, err
 	}
+	if err := r.writeScenario(); err != nil {
+		return nil, err
+	}
 	r.execute(ctx)
 	return r.out, nil
 }
@@ -150,6 +148,7 @@ type runner struct {
 	opts    Options
 	dir     reports.Dir
 	started time.Time
+	command string // repeats this run (Outcome.Command)
 	log     *slog.Logger
 	out     *Outcome
 	start   workload.StartFunc // the transport under test
@@ -506,13 +505,13 @@ func (r *runner) check(ctx context.Context) {
 
 // writeRunInfo writes run.json: first before the cluster starts, again at the end.
 func (r *runner) writeRunInfo(interrupted bool) error {
-	expanded, err := json.Marshal(r.s)
+	expanded, err := json.Marshal(asRan(r.s))
 	if err != nil {
 		return err
 	}
 	info := &reports.RunInfo{
 		Scenario: r.s.Name, Description: strings.TrimSpace(r.s.Description), Seed: r.opts.Seed,
-		Started: r.started, Command: r.opts.Command, Revision: revision(), Cluster: r.s.Cluster.Kind,
+		Started: r.started, Command: r.command, Revision: revision(), Cluster: r.s.Cluster.Kind,
 		Kafka: r.s.Cluster.KafkaVersion, TxnVersion: r.s.Cluster.TransactionVersion,
 		Processes: r.s.Workload.Processes, Roles: r.s.Workload.Roles, Members: r.s.Workload.MembersPerRole,
 		Duration: r.s.Duration.D(), Transport: r.opts.Transport, Interrupted: interrupted, Expanded: expanded,

@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -23,36 +22,6 @@ func SharesCluster(s *Scenario) bool {
 		}
 	}
 	return true
-}
-
-// RepeatCommand is the `fencecheck run` command line that repeats one run of s, named by arg
-// (a built-in name or a file), with the transport under test ("" or "real" for the real one):
-// every setting that shapes the run, but not the seed, which Run appends once it knows it
-// (Options.Command).
-func RepeatCommand(arg string, s *Scenario, transport string) string {
-	parts := []string{"fencecheck", "run", arg}
-	add := func(flag string, v any, set bool) {
-		if set {
-			parts = append(parts, flag, ShellQuote(fmt.Sprint(v)))
-		}
-	}
-	add("--cluster", s.Cluster.Kind, s.Cluster.Kind != KindEmbedded)
-	add("--duration", s.Duration, true)
-	add("--txn-version", s.Cluster.TransactionVersion, s.Cluster.TransactionVersion != 0)
-	add("--kafka-version", s.Cluster.KafkaVersion, s.Cluster.KafkaVersion != "")
-	add("--kafka-image", s.Cluster.KafkaImage, s.Cluster.KafkaImage != "")
-	add("--toxiproxy-image", s.Cluster.ToxiproxyImage, s.Cluster.ToxiproxyImage != "")
-	add("--bootstrap", s.Cluster.Bootstrap, s.Cluster.Bootstrap != "")
-	add("--toxiproxy-api", s.Cluster.ToxiproxyAPI, s.Cluster.ToxiproxyAPI != "")
-	add("--links", s.Cluster.Links, s.Cluster.Links != "")
-	add("--broker-commands", s.Cluster.BrokerCommands, s.Cluster.BrokerCommands != "")
-	// The mode only: an external cluster's credentials stay in the FENCECHECK_* variables.
-	add("--security", s.Cluster.Security, s.Cluster.Security != "")
-	add("--processes", s.Workload.Processes, true)
-	add("--roles", s.Workload.Roles, true)
-	add("--members", s.Workload.MembersPerRole, true)
-	add("--transport", transport, transport != "" && transport != "real")
-	return strings.Join(parts, " ")
 }
 
 // ShellQuote quotes v for a POSIX shell when it holds anything but plain word characters (an

@@ -99,25 +99,19 @@ func TestRunsOnSharedCluster(t *testing.T) {
 	}
 }
 
-// TestRepeatCommandQuotes: a value with blanks or quotes (an exec transport's command line) is
-// quoted for a POSIX shell, so the stored command repeats the run when pasted; plain values
-// stay bare.
-func TestRepeatCommandQuotes(t *testing.T) {
-	s, _, err := scenarios.Builtin("steady")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for transport, want := range map[string]string{
-		"exec:fencecheck adapter": "--transport 'exec:fencecheck adapter'",
-		"exec:sh -c 'x'":          `--transport 'exec:sh -c '\''x'\'''`,
-		"mutant:ack-fenced":       "--transport mutant:ack-fenced",
+// TestShellQuote: a value with blanks or quotes (a run directory's path, an exec transport's
+// command line) is quoted for a POSIX shell, so a stored command repeats the run when pasted;
+// plain values stay bare.
+func TestShellQuote(t *testing.T) {
+	for v, want := range map[string]string{
+		"runs/steady/20261204T010000Z-7": "runs/steady/20261204T010000Z-7",
+		"my runs/steady":                 "'my runs/steady'",
+		"exec:sh -c 'x'":                 `'exec:sh -c '\''x'\'''`,
+		"mutant:ack-fenced":              "mutant:ack-fenced",
+		"":                               "''",
 	} {
-		cmd := scenarios.RepeatCommand("steady", s, transport)
-		if !strings.HasSuffix(cmd, want) {
-			t.Errorf("transport %q: command %q does not end in %q", transport, cmd, want)
-		}
-		if !strings.HasPrefix(cmd, "fencecheck run steady --duration ") {
-			t.Errorf("transport %q: command %q", transport, cmd)
+		if got := scenarios.ShellQuote(v); got != want {
+			t.Errorf("ShellQuote(%q) = %s, want %s", v, got, want)
 		}
 	}
 }

@@ -112,7 +112,6 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 					out, err := scenarios.Run(ctx, s, scenarios.Options{
 						Root: f.out, Seed: seed, Console: c.OutOrStdout(), CheckTimeout: f.checkTimeout,
 						StatusEvery: statusEvery(c), Live: isTerminal(c), Transport: f.transport,
-						Command: commandLine(args[j], s, f),
 					})
 					if err != nil {
 						if errors.Is(err, scenarios.ErrScenario) {
@@ -228,13 +227,6 @@ func printWarnings(c *cobra.Command, s *scenarios.Scenario) {
 	for _, w := range s.Warnings() {
 		fmt.Fprintf(c.ErrOrStderr(), "warning: %s: %s\n", s.Name, w)
 	}
-}
-
-// commandLine is the command that repeats one run of scenario s, given as arg (a built-in name
-// or a file): every flag that shapes the run, but not the seed, which scenarios.Run appends
-// once it knows it (it picks one when --seed was not given).
-func commandLine(arg string, s *scenarios.Scenario, f runFlags) string {
-	return scenarios.RepeatCommand(arg, s, f.transport)
 }
 
 func isTerminal(c *cobra.Command) bool {

@@ -187,7 +187,7 @@ func runSelftestJobs(ctx context.Context, out io.Writer, jobs []selftestJob, wid
 				mu.Unlock()
 
 				o := opts
-				o.Seed, o.Transport, o.Command = j.seed, j.row.transport, selftestCommand(j.s, j.row.transport)
+				o.Seed, o.Transport = j.seed, j.row.transport
 				res, runErr := scenarios.Run(ctx, j.s, o)
 
 				mu.Lock()
@@ -221,17 +221,6 @@ func selftestScenario(name string) (*scenarios.Scenario, error) {
 	}
 	s, _, err := scenarios.Builtin(name)
 	return s, err
-}
-
-// selftestCommand is the command that repeats one of selftest's runs (scenarios.Run adds the
-// seed). A scenario made for a mutant is not built in: the command names its file in the
-// repository.
-func selftestCommand(s *scenarios.Scenario, transport string) string {
-	arg := s.Name
-	if _, ok := scenarios.MutantScenario(s.Name); ok {
-		arg = "transport/mutant/scenarios/" + s.Name + ".yaml"
-	}
-	return commandLine(arg, s, runFlags{transport: transport})
 }
 
 // selftestRow is what selftest learned of one transport over its seeds.

@@ -123,8 +123,8 @@ wait:
 			res.Interrupted, before, after, kept.What, kept.Shape)
 	}
 	// The kept candidate's failing try (the smallest failing run) ran with the exec transport
-	// and stores the command that repeats it: the scenario file, the transport quoted for a
-	// shell, and its seed, once.
+	// and stores the command that repeats it: its own run directory (which keeps the transport)
+	// and its seed, once.
 	var info struct {
 		Command   string `json:"command"`
 		Transport string `json:"transport"`
@@ -135,7 +135,11 @@ wait:
 	if info.Transport != tr {
 		t.Errorf("the try ran with transport %q, want %q", info.Transport, tr)
 	}
-	if want := "fencecheck run " + filepath.Join(out, "scenario.yaml") + " --transport '" + tr + "' --seed " + strconv.Itoa(seed); info.Command != want {
+	tryDir, err := filepath.EvalSymlinks(filepath.Join(out, "smallest-failing-run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "fencecheck run " + tryDir + " --seed " + strconv.Itoa(seed); info.Command != want {
 		t.Errorf("the try's command is %q, want %q", info.Command, want)
 	}
 	show, err := exec.Command(bin, "scenarios", "show", filepath.Join(out, "scenario.yaml")).CombinedOutput()

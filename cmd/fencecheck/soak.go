@@ -212,7 +212,7 @@ func soakOne(ctx context.Context, s soakScenario, f runFlags, lock string, seed 
 	began := time.Now() // after the lock: the run's own time
 	out, err := scenarios.Run(ctx, s.Scenario, scenarios.Options{
 		Root: filepath.Join(f.out, "runs"), Seed: seed, Console: io.Discard,
-		CheckTimeout: f.checkTimeout, Transport: f.transport, Command: commandLine(s.arg, s.Scenario, f),
+		CheckTimeout: f.checkTimeout, Transport: f.transport,
 	})
 	if err != nil {
 		return soakRun{}, err

@@ -307,7 +307,6 @@ func (sh *shrinker) try(ctx context.Context, s *scenarios.Scenario, seed uint64)
 	out, err := scenarios.Run(ctx, s, scenarios.Options{
 		Root: filepath.Join(sh.opts.Out, "runs"), Seed: seed, Transport: sh.o.Info.Transport,
 		CheckTimeout: sh.opts.CheckTimeout,
-		Command:      repeatCommand(filepath.Join(sh.opts.Out, ScenarioFile), sh.o.Info.Transport), // Run appends the seed
 	})
 	if err != nil {
 		return tryOut{}, err

@@ -223,8 +223,7 @@ func Run(ctx context.Context, f *File, opts Options) (*Report, error) {
 				if sc.err != nil {
 					done++
 					why := "error: shared cluster " + sc.label + ": " + sc.err.Error()
-					c.Runs = append(c.Runs, CellRun{Verdict: checker.VerdictError, Why: []string{why},
-						Command: scenarios.RepeatCommand(c.arg, c.s, c.transport)})
+					c.Runs = append(c.Runs, CellRun{Verdict: checker.VerdictError, Why: []string{why}})
 					fmt.Fprintf(opts.Console, "[%d/%d] %s × %s: %s\n", done, total, c.Scenario, c.System, why)
 					continue
 				}
@@ -298,13 +297,12 @@ func runOne(ctx context.Context, c *plannedCell, shared cluster.Cluster, opts Op
 	began := time.Now()
 	out, err := scenarios.Run(ctx, c.s, scenarios.Options{
 		Root: filepath.Join(opts.Out, RunsDir), Console: io.Discard, CheckTimeout: opts.CheckTimeout,
-		Transport: c.transport, Command: scenarios.RepeatCommand(c.arg, c.s, c.transport), Cluster: shared,
+		Transport: c.transport, Cluster: shared,
 	})
 	if errors.Is(err, scenarios.ErrScenario) {
 		// What the plan could not see, such as a system's adapter that is not built: this
 		// cell's error, and the suite goes on.
-		return CellRun{Verdict: checker.VerdictError, Why: []string{"error: " + err.Error()},
-			Command: scenarios.RepeatCommand(c.arg, c.s, c.transport)}, nil
+		return CellRun{Verdict: checker.VerdictError, Why: []string{"error: " + err.Error()}}, nil
 	}
 	if err != nil {
 		return CellRun{}, err
