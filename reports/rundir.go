@@ -23,14 +23,14 @@ import (
 const (
 	runFile      = "run.json"
 	scenarioFile = "scenario.yaml"
-	historyFile = "history.jsonl"
-	resultsFile = "results.json"
-	reportFile  = "report.html"
-	junitFile   = "junit.xml"
-	linearDir   = "linear"
-	logsDir     = "logs"
-	harnessLog  = "harness.log" // in logsDir, next to the brokers' logs
-	latestLink  = "latest"
+	historyFile  = "history.jsonl"
+	resultsFile  = "results.json"
+	reportFile   = "report.html"
+	junitFile    = "junit.xml"
+	linearDir    = "linear"
+	logsDir      = "logs"
+	harnessLog   = "harness.log" // in logsDir, next to the brokers' logs
+	latestLink   = "latest"
 )
 
 // DefaultRoot is the folder of run directories when none is given.
