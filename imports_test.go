@@ -27,6 +27,8 @@ var forbidden = []struct {
 	{pkg: "internal/units", forbidden: []string{"..."}, allowed: []string{"internal/units"}},
 	// atomicfile is a leaf: every package that writes a file a reader may see half of uses it.
 	{pkg: "internal/atomicfile", forbidden: []string{"..."}, allowed: []string{"internal/atomicfile"}},
+	// links is the fault mechanism under every backend: it knows no cluster, no policy.
+	{pkg: "cluster/links", forbidden: []string{"..."}, allowed: []string{"cluster/links"}},
 	{pkg: "cluster/...", forbidden: []string{"transport/...", "workload", "nemesis", "checker/...", "scenarios", "reports"}},
 	{pkg: "workload/...", forbidden: []string{"nemesis/...", "checker", "checker/model", "scenarios", "reports"}},
 	{pkg: "nemesis/...", forbidden: []string{"transport/...", "workload/...", "checker", "checker/model", "scenarios", "reports"}},

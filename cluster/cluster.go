@@ -3,7 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
+
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // Cluster is a running Kafka(-compatible) cluster with its links. Backends:
@@ -35,11 +36,11 @@ type Cluster interface {
 	// instance), creating the process's links p→b to every broker if they
 	// do not exist yet. Give it to kgo.Dialer: every connection the client
 	// makes to a broker then goes through that process's own proxy, which
-	// the nemesis can cut, slow or reset (see Network).
+	// the nemesis can cut, slow or reset (see links.Network).
 	Links(ctx context.Context, process int) (DialFunc, error)
 
 	// Network gives the links themselves, for faults.
-	Network() *Network
+	Network() *links.Network
 
 	// Kill stops a broker abruptly (SIGKILL for a JVM): no controlled
 	// shutdown, connections drop.
@@ -76,7 +77,7 @@ type Isolator interface {
 
 // DialFunc has the signature of kgo.Dialer's function: it receives the
 // broker's advertised host:port.
-type DialFunc = func(ctx context.Context, network, host string) (net.Conn, error)
+type DialFunc = links.DialFunc
 
 // Info describes a cluster.
 type Info struct {
@@ -127,13 +128,7 @@ type Broker struct {
 }
 
 // Name is the broker's short name in link names and logs: "b1".
-func (b Broker) Name() string { return BrokerName(b.ID) }
-
-// BrokerName is the short name of broker id: "b1".
-func BrokerName(id int32) string { return fmt.Sprintf("b%d", id) }
-
-// ProcessName is the short name of a process: "p3".
-func ProcessName(p int) string { return fmt.Sprintf("p%d", p) }
+func (b Broker) Name() string { return links.BrokerName(b.ID) }
 
 // RoleQuery names the keys whose owners Brokers should look up.
 type RoleQuery struct {
@@ -142,11 +137,8 @@ type RoleQuery struct {
 	Partitions       []TopicPartition // leader of each partition
 }
 
-// TopicPartition names a partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
+// TopicPartition names a partition (the same type as the links' Kafka faults filter on).
+type TopicPartition = links.TopicPartition
 
 // BrokerRoleKind is the kind of a role hint.
 type BrokerRoleKind int

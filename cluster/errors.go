@@ -3,6 +3,8 @@ package cluster
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // ErrUnsupported is matched (errors.Is) by every error a backend returns for a
@@ -11,16 +13,13 @@ import (
 // happened would report a fault window that never existed.
 var ErrUnsupported = errors.New("unsupported by this cluster backend")
 
-// ErrUnknownBroker is matched by errors for a broker id the cluster does not have.
-var ErrUnknownBroker = errors.New("unknown broker")
-
-// ErrUnknownAddress is matched by the error of a dial function when it is asked
-// for an address that is not the advertised address of a known broker. Dialing
-// such an address directly would bypass the process's links, so it is refused.
-var ErrUnknownAddress = errors.New("address is not a known broker's advertised address")
-
-// ErrClosed is matched by errors of calls made after Close.
-var ErrClosed = errors.New("cluster closed")
+// ErrUnknownBroker, ErrUnknownAddress and ErrClosed are the links' errors: a backend's own
+// calls return them for the same conditions, so one errors.Is covers both.
+var (
+	ErrUnknownBroker  = links.ErrUnknownBroker
+	ErrUnknownAddress = links.ErrUnknownAddress
+	ErrClosed         = links.ErrClosed
+)
 
 // UnsupportedError says which backend refused which operation and why. It
 // matches ErrUnsupported.
@@ -49,14 +48,6 @@ func Unsupported(kind, op, reason string) error {
 }
 
 // OptionError is returned by backend constructors for an invalid option; Field
-// names the option as it is spelled in the Options struct.
-type OptionError struct {
-	Field  string
-	Value  any
-	Reason string
-}
-
-// Error implements error.
-func (e *OptionError) Error() string {
-	return fmt.Sprintf("option %s=%v: %s", e.Field, e.Value, e.Reason)
-}
+// names the option as it is spelled in the Options struct. It is the links' type, so a
+// backend passes a network's option error on as it is.
+type OptionError = links.OptionError

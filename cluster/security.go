@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"net"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -136,23 +134,4 @@ func ClientSecurity(c Cluster) *Security {
 // options cannot change the principal: kgo uses the first SASL mechanism it is given.
 func AdminClient(c Cluster, log *slog.Logger, extra ...kgo.Opt) (*kgo.Client, error) {
 	return NewAdminClient(c.Bootstrap(), log, append(ClientSecurity(c).KgoOpts(), extra...)...)
-}
-
-// tlsClient runs a TLS client handshake on conn for the broker at addr (host:port); conn is
-// closed if the handshake fails.
-func tlsClient(ctx context.Context, conn net.Conn, conf *tls.Config, addr string) (net.Conn, error) {
-	c := conf.Clone()
-	if c.ServerName == "" {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			host = addr
-		}
-		c.ServerName = host
-	}
-	tc := tls.Client(conn, c)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return tc, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // brokerSet is the brokers a broker fault acts on, resolved at Setup.
@@ -68,7 +69,7 @@ func waitStates(ctx context.Context, c cluster.Cluster, ids []int32, state clust
 		for _, id := range ids {
 			b, ok := cluster.Find(bs, id)
 			if !ok || b.State != state && !(state == cluster.StateRunning && b.State == cluster.StateUnknown) {
-				errs = append(errs, fmt.Errorf("%s is %v, want %v", cluster.BrokerName(id), b.State, state))
+				errs = append(errs, fmt.Errorf("%s is %v, want %v", links.BrokerName(id), b.State, state))
 			}
 		}
 		return errors.Join(errs...)
@@ -197,12 +198,12 @@ func (f *restart) WaitForInjected(ctx context.Context) error {
 	for _, id := range f.restarted {
 		conn := f.sentinels[id]
 		if conn == nil {
-			errs = append(errs, fmt.Errorf("%s: no connection was open before the restart", cluster.BrokerName(id)))
+			errs = append(errs, fmt.Errorf("%s: no connection was open before the restart", links.BrokerName(id)))
 			continue
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(f.n.env.ProbeTimeout))
 		if _, err := conn.Read(make([]byte, 1)); err == nil || readOutcome(err) != closed {
-			errs = append(errs, fmt.Errorf("%s: the connection opened before the restart is still open (%v)", cluster.BrokerName(id), err))
+			errs = append(errs, fmt.Errorf("%s: the connection opened before the restart is still open (%v)", links.BrokerName(id), err))
 		}
 	}
 	if len(f.restarted) < len(f.brokers) {
@@ -248,8 +249,8 @@ func (f *restart) Cleanup(context.Context) error {
 // external cluster), by the cluster's own isolate command.
 type isolate struct {
 	brokerSet
-	links    []*cluster.Link
-	disabled []*cluster.Link
+	links    []*links.Link
+	disabled []*links.Link
 	toxics   toxicSet
 	iso      cluster.Isolator // set when the cluster isolates by its own means
 	done     []int32          // brokers iso.Isolate was called for
@@ -273,7 +274,7 @@ func (f *isolate) Setup(ctx context.Context) error {
 	}
 	ids := f.ids()
 	for _, l := range f.n.env.Cluster.Network().Links() {
-		if l.Kind() == cluster.LinkPeer && (slices.Contains(ids, l.From()) || slices.Contains(ids, l.Broker())) {
+		if l.Kind() == links.LinkPeer && (slices.Contains(ids, l.From()) || slices.Contains(ids, l.Broker())) {
 			f.links = append(f.links, l)
 		}
 	}
@@ -311,7 +312,7 @@ func (f *isolate) Inject(ctx context.Context) error {
 		return nil
 	}
 	if f.blackhole() {
-		return f.toxics.add(ctx, f.n, f.links, cluster.Toxic{Type: "timeout", Attributes: map[string]any{"timeout": 0}}, DirBoth)
+		return f.toxics.add(ctx, f.n, f.links, links.Toxic{Type: "timeout", Attributes: map[string]any{"timeout": 0}}, DirBoth)
 	}
 	return disableAll(ctx, f.links, &f.disabled)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // Env is what the nemesis acts on and needs to know about the run.
@@ -74,14 +75,14 @@ type RoleKeys struct {
 
 // Member is one member: a candidate identity of a process for a role.
 type Member struct {
-	Process int // 1-based, as in cluster.ProcessName
+	Process int // 1-based, as in links.ProcessName
 	Role    string
 	ID      string
 }
 
 // String is the member's target name in fault windows: "p2/leader/m2".
 func (m Member) String() string {
-	return fmt.Sprintf("%s/%s/%s", cluster.ProcessName(m.Process), m.Role, m.ID)
+	return fmt.Sprintf("%s/%s/%s", links.ProcessName(m.Process), m.Role, m.ID)
 }
 
 // MemberFreezer freezes members at their pause points. The workload implements it; the nemesis

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/transport"
@@ -29,7 +30,7 @@ import (
 // (the reference) and toxiproxy's engine inside each process's connections.
 func TestLinkFaults(t *testing.T) {
 	testenv.Light(t)
-	for _, mode := range []cluster.LinkMode{cluster.LinkModeProxy, cluster.LinkModeConn} {
+	for _, mode := range []links.LinkMode{links.LinkModeProxy, links.LinkModeConn} {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
 			linkFaults(t, mode)
@@ -37,7 +38,7 @@ func TestLinkFaults(t *testing.T) {
 	}
 }
 
-func linkFaults(t *testing.T, mode cluster.LinkMode) {
+func linkFaults(t *testing.T, mode links.LinkMode) {
 	newFixture := func(t *testing.T, seed uint64, edit func(*nemesis.Env)) *fixture {
 		return newLinkFixture(t, mode, seed, edit)
 	}
@@ -239,8 +240,8 @@ func TestBrokerFaults(t *testing.T) {
 				if from.ID == to.ID {
 					continue
 				}
-				_, err := f.c.Network().AddLink(ctx, cluster.LinkSpec{Kind: cluster.LinkPeer, From: from.ID, Broker: to.ID,
-					Proxies: []cluster.ProxySpec{{Suffix: "repl", Upstream: to.Addr}, {Suffix: "ctrl", Upstream: to.Addr}}})
+				_, err := f.c.Network().AddLink(ctx, links.LinkSpec{Kind: links.LinkPeer, From: from.ID, Broker: to.ID,
+					Proxies: []links.ProxySpec{{Suffix: "repl", Upstream: to.Addr}, {Suffix: "ctrl", Upstream: to.Addr}}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -347,9 +348,9 @@ func isolateBroker(t *testing.T, f *fixture, x int32, sel nemesis.Selector, duri
 	for k, l := range peer {
 		err := dialProxies(l)
 		if involved := k[0] == x || k[1] == x; involved && err == nil {
-			t.Errorf("peer link %s carries while %s is isolated", l, cluster.BrokerName(x))
+			t.Errorf("peer link %s carries while %s is isolated", l, links.BrokerName(x))
 		} else if !involved && err != nil {
-			t.Errorf("peer link %s is cut, but %s is isolated, not %v: %v", l, cluster.BrokerName(x), k, err)
+			t.Errorf("peer link %s is cut, but %s is isolated, not %v: %v", l, links.BrokerName(x), k, err)
 		}
 	}
 	if during != nil {
@@ -389,8 +390,8 @@ func listBrokersWithin(addr string, timeout time.Duration) func(context.Context)
 
 // dialLink connects over l, through its proxies or, for a link inside the process's
 // connections, through the process's dial function, and reports the first failure.
-func dialLink(f *fixture, l *cluster.Link) error {
-	if l.Mode() != cluster.LinkModeConn {
+func dialLink(f *fixture, l *links.Link) error {
+	if l.Mode() != links.LinkModeConn {
 		return dialProxies(l)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -415,7 +416,7 @@ func dialLink(f *fixture, l *cluster.Link) error {
 }
 
 // dialProxies connects to each proxy of l and reports the first failure.
-func dialProxies(l *cluster.Link) error {
+func dialProxies(l *links.Link) error {
 	for _, p := range l.Proxies() {
 		c, err := net.DialTimeout("tcp", p.Listen, time.Second)
 		if err != nil {

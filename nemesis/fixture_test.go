@@ -15,6 +15,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/transport"
@@ -64,15 +65,15 @@ func testLogger() *slog.Logger {
 // When the test ends, HealAll must succeed and leave the cluster clean.
 func newFixture(t *testing.T, seed uint64, edit func(*nemesis.Env)) *fixture {
 	t.Helper()
-	return newLinkFixture(t, cluster.LinkModeProxy, seed, edit)
+	return newLinkFixture(t, links.LinkModeProxy, seed, edit)
 }
 
 // newLinkFixture is newFixture with process links built as mode says.
-func newLinkFixture(t *testing.T, mode cluster.LinkMode, seed uint64, edit func(*nemesis.Env)) *fixture {
+func newLinkFixture(t *testing.T, mode links.LinkMode, seed uint64, edit func(*nemesis.Env)) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := embedded.New(ctx, embedded.Options{Network: cluster.NetworkOptions{ProcessLinks: mode}})
+	c, err := embedded.New(ctx, embedded.Options{Network: links.NetworkOptions{ProcessLinks: mode}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func (f *fixture) transport(p int) *transport.BrokerTransport {
 	}
 	cfg := transport.NewConfig(strings.Join(f.c.Bootstrap(), ","), lease)
 	cfg.Topic, cfg.TopicPartitions, cfg.TopicReplication = topic, partitions, 3
-	cfg.RequestTimeout, cfg.Dial, cfg.ClientID = f.tm.request, dial, cluster.ProcessName(p)
+	cfg.RequestTimeout, cfg.Dial, cfg.ClientID = f.tm.request, dial, links.ProcessName(p)
 	tr, err := transport.Start(ctx, cfg)
 	if err != nil {
 		f.t.Fatalf("start transport of p%d: %v", p, err)
@@ -178,7 +179,7 @@ func (f *fixture) acquireWrite(p int, role string) func(context.Context) error {
 			return err
 		}
 		return tr.WriteLease(ctx, transport.Role(role), tok,
-			transport.Lease{Holder: transport.MemberID(cluster.ProcessName(p)), Seq: 1, Duration: lease, WrittenAt: time.Now()})
+			transport.Lease{Holder: transport.MemberID(links.ProcessName(p)), Seq: 1, Duration: lease, WrittenAt: time.Now()})
 	}
 }
 
@@ -347,10 +348,10 @@ func (f *fixture) findCoordinator(ctx context.Context, role string) (cluster.Bro
 }
 
 // peerLinks returns the cluster's peer links by (from, to) broker id.
-func (f *fixture) peerLinks() map[[2]int32]*cluster.Link {
-	peer := map[[2]int32]*cluster.Link{}
+func (f *fixture) peerLinks() map[[2]int32]*links.Link {
+	peer := map[[2]int32]*links.Link{}
 	for _, l := range f.c.Network().Links() {
-		if l.Kind() == cluster.LinkPeer {
+		if l.Kind() == links.LinkPeer {
 			peer[[2]int32{l.From(), l.Broker()}] = l
 		}
 	}

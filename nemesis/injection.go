@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
-	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // State is where an Injection is in its lifecycle.
@@ -353,7 +353,7 @@ func (i *Injection) windowEvent(id, at int64) history.Event {
 	e := history.Event{Type: history.TypeFaultStart, Time: at, Fault: id, Kind: i.window.Kind,
 		Targets: i.window.Targets, Desc: i.window.Desc, Step: i.step}
 	if m := i.window.Member; m != nil {
-		e.Process, e.Role, e.Member = cluster.ProcessName(m.Process), m.Role, m.ID
+		e.Process, e.Role, e.Member = links.ProcessName(m.Process), m.Role, m.ID
 	}
 	return e
 }

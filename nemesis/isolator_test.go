@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
@@ -27,7 +28,7 @@ func (c *inertIsolator) Isolate(_ context.Context, id int32) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.isolated[id] = true
-	c.calls = append(c.calls, "isolate "+cluster.BrokerName(id))
+	c.calls = append(c.calls, "isolate "+links.BrokerName(id))
 	return nil
 }
 
@@ -35,7 +36,7 @@ func (c *inertIsolator) Unisolate(_ context.Context, id int32) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.isolated, id)
-	c.calls = append(c.calls, "unisolate "+cluster.BrokerName(id))
+	c.calls = append(c.calls, "unisolate "+links.BrokerName(id))
 	return nil
 }
 

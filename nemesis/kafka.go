@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/units"
 )
 
 // The Kafka-aware faults act on the Kafka requests of processes' broker connections, in the
-// processes' own dial path (cluster.Network.AddKafkaFault), so they work on every cluster
+// processes' own dial path (links.Network.AddKafkaFault), so they work on every cluster
 // kind. Each action is a fault of its own name; they share the target (processes, and a role
 // that narrows to its transactional id) and the parameters api, until, count, partition,
 // delay and error. They are not in the random schedule's default menu: name them in
@@ -21,17 +22,17 @@ import (
 
 func init() {
 	for _, k := range []struct {
-		action  cluster.KafkaAction
+		action  links.KafkaAction
 		summary string
 		params  []string
 		def     Params
 	}{
-		{cluster.KafkaDropRequest, "drop matching Kafka requests (default endtxn): the broker never sees them", nil, Params{API: "endtxn"}},
-		{cluster.KafkaDropResponse, "drop the responses to matching Kafka requests (default endtxn): the request takes effect, the client never learns it", nil, Params{API: "endtxn"}},
-		{cluster.KafkaDelay, "delay matching Kafka requests (default produce) by delay (default 1s)", []string{"delay"}, Params{API: "produce", Delay: units.Duration(time.Second)}},
-		{cluster.KafkaHold, "hold matching Kafka requests (default produce) and deliver them after the response to the next until request (default endtxn), even if the client gave up", []string{"until"}, Params{API: "produce", Until: "endtxn"}},
-		{cluster.KafkaDuplicate, "send matching Kafka requests (default produce) twice; with until, the copy is held and delivered like hold's", []string{"until"}, Params{API: "produce"}},
-		{cluster.KafkaErrorResponse, "let the broker handle matching Kafka requests (default endtxn) and answer the client with error (default NOT_COORDINATOR)", []string{"error"}, Params{API: "endtxn", Error: "NOT_COORDINATOR"}},
+		{links.KafkaDropRequest, "drop matching Kafka requests (default endtxn): the broker never sees them", nil, Params{API: "endtxn"}},
+		{links.KafkaDropResponse, "drop the responses to matching Kafka requests (default endtxn): the request takes effect, the client never learns it", nil, Params{API: "endtxn"}},
+		{links.KafkaDelay, "delay matching Kafka requests (default produce) by delay (default 1s)", []string{"delay"}, Params{API: "produce", Delay: units.Duration(time.Second)}},
+		{links.KafkaHold, "hold matching Kafka requests (default produce) and deliver them after the response to the next until request (default endtxn), even if the client gave up", []string{"until"}, Params{API: "produce", Until: "endtxn"}},
+		{links.KafkaDuplicate, "send matching Kafka requests (default produce) twice; with until, the copy is held and delivered like hold's", []string{"until"}, Params{API: "produce"}},
+		{links.KafkaErrorResponse, "let the broker handle matching Kafka requests (default endtxn) and answer the client with error (default NOT_COORDINATOR)", []string{"error"}, Params{API: "endtxn", Error: "NOT_COORDINATOR"}},
 	} {
 		action := k.action
 		registry = append(registry, &definition{
@@ -68,8 +69,8 @@ var txnAPIs = []string{"produce", "findcoordinator", "initproducerid", "addparti
 	"endtxn", "txnoffsetcommit", "describetransactions"}
 
 func apiName(name string) string {
-	if k, ok := cluster.KafkaAPIKey(name); ok {
-		return cluster.KafkaAPIName(k)
+	if k, ok := links.KafkaAPIKey(name); ok {
+		return links.KafkaAPIName(k)
 	}
 	return name
 }
@@ -78,16 +79,16 @@ func apiName(name string) string {
 func checkKafka(s Spec) error {
 	p := s.Params
 	const apis = "a Kafka request type as franz-go's kmsg names it, e.g. produce, endtxn, initproducerid, addpartitionstotxn, findcoordinator, metadata, fetch, describetransactions"
-	if _, ok := cluster.KafkaAPIKey(p.API); !ok {
+	if _, ok := links.KafkaAPIKey(p.API); !ok {
 		return &SpecError{Field: "params.api", Value: p.API, Reason: "want " + apis}
 	}
 	if p.Until != "" {
-		if _, ok := cluster.KafkaAPIKey(p.Until); !ok {
+		if _, ok := links.KafkaAPIKey(p.Until); !ok {
 			return &SpecError{Field: "params.until", Value: p.Until, Reason: "want " + apis}
 		}
 	}
 	if p.Error != "" {
-		if _, ok := cluster.KafkaErrorCode(p.Error); !ok {
+		if _, ok := links.KafkaErrorCode(p.Error); !ok {
 			return &SpecError{Field: "params.error", Value: p.Error, Reason: "want a Kafka error name such as NOT_COORDINATOR, or its code"}
 		}
 	}
@@ -117,20 +118,20 @@ func parsePartition(text string) (*cluster.TopicPartition, error) {
 	return &cluster.TopicPartition{Topic: topic, Partition: int32(n)}, nil
 }
 
-// kafkaFault is one Kafka-aware fault: a cluster.KafkaFault on the chosen processes.
+// kafkaFault is one Kafka-aware fault: a links.KafkaFault on the chosen processes.
 type kafkaFault struct {
 	n      *Nemesis
 	spec   Spec
-	action cluster.KafkaAction
+	action links.KafkaAction
 	procs  []int
 	role   string
 	txnID  string
 	how    string // how the processes were picked
-	f      *cluster.KafkaFault
+	f      *links.KafkaFault
 }
 
 func kafkaTarget(process int, api string) string {
-	return cluster.ProcessName(process) + ":" + apiName(api)
+	return links.ProcessName(process) + ":" + apiName(api)
 }
 
 func (k *kafkaFault) Setup(ctx context.Context) error {
@@ -165,18 +166,18 @@ func (k *kafkaFault) Setup(ctx context.Context) error {
 	return nil
 }
 
-func (k *kafkaFault) clusterSpec() (cluster.KafkaFaultSpec, error) {
+func (k *kafkaFault) clusterSpec() (links.KafkaFaultSpec, error) {
 	p := k.spec.Params
 	part, err := parsePartition(p.Partition)
 	if err != nil {
-		return cluster.KafkaFaultSpec{}, err
+		return links.KafkaFaultSpec{}, err
 	}
-	s := cluster.KafkaFaultSpec{
+	s := links.KafkaFaultSpec{
 		Action: k.action, API: p.API, Processes: k.procs, TransactionalID: k.txnID,
 		Partition: part, Count: p.Count, Delay: p.Delay.D(), Until: p.Until,
 	}
 	if p.Error != "" {
-		s.ErrorCode, _ = cluster.KafkaErrorCode(p.Error)
+		s.ErrorCode, _ = links.KafkaErrorCode(p.Error)
 	}
 	return s, nil
 }
@@ -202,9 +203,9 @@ func (k *kafkaFault) Window() Window {
 		fmt.Fprintf(&b, ", first %d", p.Count)
 	}
 	switch k.action {
-	case cluster.KafkaDelay:
+	case links.KafkaDelay:
 		fmt.Fprintf(&b, " by %v", p.Delay)
-	case cluster.KafkaErrorResponse:
+	case links.KafkaErrorResponse:
 		b.WriteString(" with " + p.Error)
 	}
 	fmt.Fprintf(&b, " for %v", k.spec.For)
@@ -238,7 +239,7 @@ func (k *kafkaFault) Recover(ctx context.Context) error {
 	for i, d := range k.f.Deliveries() {
 		// What a late request met is the point of hold: say it in the harness log.
 		attrs = append(attrs, fmt.Sprintf("delivery%d", i+1),
-			fmt.Sprintf("%s of %s after %s: %s", d.API, cluster.ProcessName(d.Process), d.Trigger, deliveryOutcome(d)))
+			fmt.Sprintf("%s of %s after %s: %s", d.API, links.ProcessName(d.Process), d.Trigger, deliveryOutcome(d)))
 	}
 	k.n.log.Info("kafka fault removed", attrs...)
 	k.f = nil
@@ -331,12 +332,12 @@ func (p *specParser) parseKafka(s Spec) (Spec, error) {
 	return s, nil
 }
 
-func deliveryOutcome(d cluster.KafkaDelivery) string {
+func deliveryOutcome(d links.KafkaDelivery) string {
 	switch {
 	case d.Err != nil:
 		return d.Err.Error()
 	case d.ErrorCode != 0:
-		return "answered " + cluster.KafkaErrorName(d.ErrorCode)
+		return "answered " + links.KafkaErrorName(d.ErrorCode)
 	}
 	return "accepted"
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/units"
 )
 
@@ -17,7 +18,7 @@ import (
 type linkSet struct {
 	n     *Nemesis
 	spec  Spec
-	links []*cluster.Link
+	links []*links.Link
 	paths []path // one per link: the process's dial function and the broker
 	desc  string // "p1 from coordinator of role-3 (b2)"
 }
@@ -61,7 +62,7 @@ func (s *linkSet) resolve(ctx context.Context) error {
 		for _, b := range brokers {
 			l := net.ProcessLink(p, b.ID)
 			if l == nil {
-				return fmt.Errorf("no link %s→%s: %w", cluster.ProcessName(p), b.Name(), ErrNoTarget)
+				return fmt.Errorf("no link %s→%s: %w", links.ProcessName(p), b.Name(), ErrNoTarget)
 			}
 			s.links = append(s.links, l)
 			s.paths = append(s.paths, path{name: linkTarget(l), dial: dial, broker: b})
@@ -104,11 +105,11 @@ func (s *linkSet) expectRecovered(ctx context.Context) error {
 func streams(direction string) []string {
 	switch direction {
 	case DirUpstream:
-		return []string{cluster.StreamUpstream}
+		return []string{links.StreamUpstream}
 	case DirBoth:
-		return []string{cluster.StreamUpstream, cluster.StreamDownstream}
+		return []string{links.StreamUpstream, links.StreamDownstream}
 	}
-	return []string{cluster.StreamDownstream}
+	return []string{links.StreamDownstream}
 }
 
 // toxicSet is the toxics one injection added, so Recover removes exactly those.
@@ -117,12 +118,12 @@ type toxicSet struct {
 }
 
 type addedToxic struct {
-	link *cluster.Link
+	link *links.Link
 	name string
 }
 
 // add adds t on every stream of direction to every link, named uniquely for this injection.
-func (ts *toxicSet) add(ctx context.Context, n *Nemesis, links []*cluster.Link, t cluster.Toxic, direction string) error {
+func (ts *toxicSet) add(ctx context.Context, n *Nemesis, links []*links.Link, t links.Toxic, direction string) error {
 	seq := n.nextSeq()
 	for _, l := range links {
 		for _, stream := range streams(direction) {
@@ -157,7 +158,7 @@ func (ts *toxicSet) listed(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		if !slices.ContainsFunc(have, func(t cluster.Toxic) bool { return t.Name == a.name }) {
+		if !slices.ContainsFunc(have, func(t links.Toxic) bool { return t.Name == a.name }) {
 			errs = append(errs, fmt.Errorf("link %s lacks toxic %s", a.link, a.name))
 		}
 	}
@@ -165,7 +166,7 @@ func (ts *toxicSet) listed(ctx context.Context) error {
 }
 
 // disableAll takes links down, remembering each one it took down in *done.
-func disableAll(ctx context.Context, links []*cluster.Link, done *[]*cluster.Link) error {
+func disableAll(ctx context.Context, links []*links.Link, done *[]*links.Link) error {
 	for _, l := range links {
 		if err := l.Disable(ctx); err != nil {
 			return err
@@ -176,7 +177,7 @@ func disableAll(ctx context.Context, links []*cluster.Link, done *[]*cluster.Lin
 }
 
 // enableAll brings links up, keeping going past failures.
-func enableAll(ctx context.Context, links []*cluster.Link) error {
+func enableAll(ctx context.Context, links []*links.Link) error {
 	var errs []error
 	for _, l := range links {
 		errs = append(errs, l.Enable(ctx))
@@ -187,7 +188,7 @@ func enableAll(ctx context.Context, links []*cluster.Link) error {
 // partition cuts processes from brokers: links down (refused) or a black hole.
 type partition struct {
 	linkSet
-	disabled []*cluster.Link
+	disabled []*links.Link
 	toxics   toxicSet
 }
 
@@ -207,7 +208,7 @@ func (f *partition) Window() Window {
 func (f *partition) Inject(ctx context.Context) error {
 	if f.blackhole() {
 		// timeout 0: hold every byte until the toxic is removed, which closes the connections.
-		return f.toxics.add(ctx, f.n, f.links, cluster.Toxic{Type: "timeout", Attributes: map[string]any{"timeout": 0}}, f.spec.Params.Direction)
+		return f.toxics.add(ctx, f.n, f.links, links.Toxic{Type: "timeout", Attributes: map[string]any{"timeout": 0}}, f.spec.Params.Direction)
 	}
 	return disableAll(ctx, f.links, &f.disabled)
 }
@@ -289,7 +290,7 @@ func (f *toxicFault) Window() Window {
 }
 
 func (f *toxicFault) Inject(ctx context.Context) error {
-	t := cluster.Toxic{Type: f.typ, Toxicity: float32(f.spec.Params.Toxicity), Attributes: f.attributes()}
+	t := links.Toxic{Type: f.typ, Toxicity: float32(f.spec.Params.Toxicity), Attributes: f.attributes()}
 	return f.toxics.add(ctx, f.n, f.links, t, f.spec.Params.Direction)
 }
 
@@ -326,7 +327,7 @@ func (f *toxicFault) Cleanup(context.Context) error              { return nil }
 type flapping struct {
 	linkSet
 	rng      *rand.Rand // its own stream, drawn from the nemesis's at Setup
-	disabled []*cluster.Link
+	disabled []*links.Link
 	stop     chan struct{}
 	done     chan struct{}
 
@@ -376,7 +377,7 @@ func (f *flapping) loop() {
 		if up {
 			err = enableAll(ctx, f.links)
 		} else {
-			err = disableAll(ctx, f.links, new([]*cluster.Link))
+			err = disableAll(ctx, f.links, new([]*links.Link))
 		}
 		cancel()
 		f.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
@@ -116,10 +117,10 @@ func TestBrokerFaultsLocalKafka(t *testing.T) {
 		restarted := ws[len(ws)-1].Targets[0]
 		for id, pid := range pids(c) {
 			switch changed := pid != before[id]; {
-			case cluster.BrokerName(id) == restarted && !changed:
+			case links.BrokerName(id) == restarted && !changed:
 				t.Errorf("%s was restarted but runs the same JVM (pid %d)", restarted, pid)
-			case cluster.BrokerName(id) != restarted && changed:
-				t.Errorf("%s was not restarted but its JVM changed (pid %d → %d)", cluster.BrokerName(id), before[id], pid)
+			case links.BrokerName(id) != restarted && changed:
+				t.Errorf("%s was not restarted but its JVM changed (pid %d → %d)", links.BrokerName(id), before[id], pid)
 			}
 		}
 		f.recovers(t, "p1 acquire+write", f.acquireWrite(1, "role-1"))
@@ -196,7 +197,7 @@ func procState(t *testing.T, c *local.Cluster, id int32) string {
 	t.Helper()
 	pid := pids(c)[id]
 	if pid == 0 {
-		t.Fatalf("%s has no JVM", cluster.BrokerName(id))
+		t.Fatalf("%s has no JVM", links.BrokerName(id))
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

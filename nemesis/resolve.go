@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // pickRole returns role, or one of Env.Roles at random when role is "".
@@ -187,10 +188,10 @@ func brokerNames(bs []cluster.Broker) string {
 func processNames(ps []int) string {
 	names := make([]string, len(ps))
 	for i, p := range ps {
-		names[i] = cluster.ProcessName(p)
+		names[i] = links.ProcessName(p)
 	}
 	return strings.Join(names, ",")
 }
 
 // linkTarget is a link's target name in windows: "p1->b2", "b1->b2".
-func linkTarget(l *cluster.Link) string { return strings.ReplaceAll(l.Name(), "→", "->") }
+func linkTarget(l *links.Link) string { return strings.ReplaceAll(l.Name(), "→", "->") }

@@ -1,8 +1,8 @@
 package scenarios
 
 import (
-	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/containers"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/transport/mutant"
@@ -28,7 +28,7 @@ func RegressionMutants() []mutant.Description { return mutant.RegressionList() }
 func MutantScenario(name string) ([]byte, bool) { return mutant.Scenario(name) }
 
 // ProcessName is the name of process n (1-based) in links, logs and histories: "p3".
-func ProcessName(n int) string { return cluster.ProcessName(n) }
+func ProcessName(n int) string { return links.ProcessName(n) }
 
 // ToxiproxyVersion is the toxiproxy release a containers cluster's toxiproxy image runs.
 const ToxiproxyVersion = containers.ToxiproxyVersion

@@ -11,6 +11,7 @@ import (
 	"github.com/fencecheck/fencecheck/cluster/containers"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
 	"github.com/fencecheck/fencecheck/cluster/external"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/cluster/local"
 )
 
@@ -99,11 +100,11 @@ func (c *ClusterSpec) validate() error {
 	if c.Kind != KindExternal && c.BrokerCommands != "" {
 		return fmt.Errorf("cluster.broker_commands: only an external cluster runs broker commands (kind is %s)", c.Kind)
 	}
-	mode, err := cluster.ParseLinkMode(c.Links)
+	mode, err := links.ParseLinkMode(c.Links)
 	if err != nil {
 		return fmt.Errorf("cluster.links: %w", err)
 	}
-	if mode == cluster.LinkModeConn && c.ToxiproxyImage != "" {
+	if mode == links.LinkModeConn && c.ToxiproxyImage != "" {
 		// Process links then dial brokers straight from this process, by addresses only the
 		// toxiproxy container may resolve.
 		return fmt.Errorf("cluster.links: conn needs toxiproxy in this process, not cluster.toxiproxy_image")
@@ -121,20 +122,20 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
-	links := cluster.LinkMode(spec.Links)
+	mode := links.LinkMode(spec.Links)
 	switch spec.Kind {
 	case KindEmbedded:
 		return embedded.New(ctx, embedded.Options{Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion, Logger: log,
-			Network: cluster.NetworkOptions{ProcessLinks: links}})
+			Network: links.NetworkOptions{ProcessLinks: mode}})
 	case KindLocal:
 		return local.New(ctx, local.Options{Version: spec.KafkaVersion, Brokers: spec.Brokers,
 			TxnVersion: spec.TransactionVersion, LogsDir: logsDir, Logger: log, Security: spec.Security,
-			Network: cluster.NetworkOptions{ProcessLinks: links}})
+			Network: links.NetworkOptions{ProcessLinks: mode}})
 	case KindContainers:
 		return containers.New(ctx, containers.Options{Version: spec.KafkaVersion, KafkaImage: spec.KafkaImage,
 			ToxiproxyImage: spec.ToxiproxyImage, Brokers: spec.Brokers, TxnVersion: spec.TransactionVersion,
 			LogsDir: logsDir, Logger: log, Security: spec.Security,
-			Network: cluster.NetworkOptions{ProcessLinks: links}})
+			Network: links.NetworkOptions{ProcessLinks: mode}})
 	case KindExternal:
 		bootstrap := bootstrapList(spec.Bootstrap)
 		var cmds external.Commands
@@ -149,7 +150,7 @@ func StartCluster(ctx context.Context, spec ClusterSpec, logsDir string, log *sl
 			return nil, err
 		}
 		return external.New(ctx, external.Options{Bootstrap: bootstrap,
-			Network: cluster.NetworkOptions{Toxiproxy: spec.ToxiproxyAPI, ProcessLinks: links, Logger: log}, Logger: log,
+			Network: links.NetworkOptions{Toxiproxy: spec.ToxiproxyAPI, ProcessLinks: mode, Logger: log}, Logger: log,
 			Commands: cmds, LogsDir: logsDir, Security: sec})
 	}
 	return nil, fmt.Errorf("cluster.kind %q: %w", spec.Kind, cluster.Unsupported(spec.Kind, "start", "unknown kind"))

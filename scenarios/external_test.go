@@ -19,6 +19,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/external"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
@@ -151,7 +152,7 @@ func (pc *posingCluster) peerLinksDown(t *testing.T) int {
 	t.Helper()
 	n := 0
 	for _, l := range pc.lc.Network().Links() {
-		if l.Kind() != cluster.LinkPeer {
+		if l.Kind() != links.LinkPeer {
 			continue
 		}
 		if up, err := l.Enabled(context.Background()); err != nil {

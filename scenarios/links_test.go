@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/fencecheck/fencecheck/checker"
-	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
@@ -33,15 +33,15 @@ func TestLinkModesAgree(t *testing.T) {
 	}
 	const seed = 5
 	names := []string{"holder-partition", "flapping"}
-	modes := []cluster.LinkMode{cluster.LinkModeProxy, cluster.LinkModeConn}
+	modes := []links.LinkMode{links.LinkModeProxy, links.LinkModeConn}
 	type run struct {
 		out *scenarios.Outcome
 		err error
 	}
-	runs := make(map[string]map[cluster.LinkMode]*run)
+	runs := make(map[string]map[links.LinkMode]*run)
 	var wg sync.WaitGroup
 	for _, name := range names {
-		runs[name] = make(map[cluster.LinkMode]*run)
+		runs[name] = make(map[links.LinkMode]*run)
 		for _, mode := range modes {
 			s, _, err := scenarios.Builtin(name)
 			if err != nil {
@@ -59,7 +59,7 @@ func TestLinkModesAgree(t *testing.T) {
 	wg.Wait()
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			verdicts := make(map[cluster.LinkMode]map[string]checker.Verdict)
+			verdicts := make(map[links.LinkMode]map[string]checker.Verdict)
 			for _, mode := range modes {
 				r := runs[name][mode]
 				mustBeValid(t, name+" with "+string(mode)+" links", scenarios.KindEmbedded, seed, r.out, r.err)
@@ -74,7 +74,7 @@ func TestLinkModesAgree(t *testing.T) {
 				verdicts[mode] = v
 				t.Logf("%s links: %d ops, %d faults, verdicts %v", mode, r.out.Results.History.Ops, r.out.Results.History.Faults, v)
 			}
-			ref, got := verdicts[cluster.LinkModeProxy], verdicts[cluster.LinkModeConn]
+			ref, got := verdicts[links.LinkModeProxy], verdicts[links.LinkModeConn]
 			if len(ref) != len(got) {
 				t.Fatalf("checks differ: proxy %v, conn %v", ref, got)
 			}

@@ -260,7 +260,7 @@ func RoleName(i int) string { return fmt.Sprintf("r%d", i+1) }
 // MemberName is the id of member j (0-based) of a role: "m1", "m2", ...
 func MemberName(j int) string { return fmt.Sprintf("m%d", j+1) }
 
-// processOf returns the process number (1-based, as cluster.ProcessName counts) of member j of
+// processOf returns the process number (1-based, as links.ProcessName counts) of member j of
 // role r.
 func (c Config) processOf(r, j int) int { return (r*c.MembersPerRole+j)%c.Processes + 1 }
 

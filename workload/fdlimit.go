@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // ErrFileLimit marks a refusal to start: the file-descriptor limit cannot hold the requested
@@ -19,7 +20,7 @@ const fdMargin = 256
 // fdModel estimates the file descriptors of a run on a cluster. Every broker connection
 // costs the client's socket, two sockets of an in-process proxy and one of an in-process
 // (kfake) broker; every link has a listener when toxiproxy runs in this process. Process links
-// of the conn mode (cluster.LinkModeConn) live inside the client's connection: no proxy
+// of the conn mode (links.LinkModeConn) live inside the client's connection: no proxy
 // sockets and no listener; on the embedded cluster that connection is an in-memory pipe to
 // kfake, so a process costs no descriptor at all (measured: TestScale with conn links; with
 // TCP to kfake instead, 14.3 per process at 300 processes × 1 role, model 18).
@@ -34,9 +35,9 @@ type fdModel struct {
 	brokers, perConn, listeners int
 }
 
-func newFDModel(info cluster.Info, net *cluster.Network) fdModel {
+func newFDModel(info cluster.Info, net *links.Network) fdModel {
 	m := fdModel{brokers: max(1, info.Brokers), perConn: 1}
-	conn := net != nil && net.ProcessLinkMode() == cluster.LinkModeConn
+	conn := net != nil && net.ProcessLinkMode() == links.LinkModeConn
 	if net != nil && !net.External() && !conn {
 		m.perConn += 2
 		m.listeners = m.brokers
@@ -78,7 +79,7 @@ func (m fdModel) run(cfg Config) (processes, producers int) {
 // checkFileLimit refuses a run whose processes would exhaust RLIMIT_NOFILE: a run that runs
 // out of descriptors fails in every connection at once (a prototype collapsed at 600
 // processes), which the checker cannot tell from a fault.
-func checkFileLimit(cfg Config, info cluster.Info, net *cluster.Network) error {
+func checkFileLimit(cfg Config, info cluster.Info, net *links.Network) error {
 	limit, ok := fileLimit()
 	if !ok {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // TestFDModel pins the descriptor model to the figures TestScale measured on the embedded
@@ -32,7 +33,7 @@ func TestFDModel(t *testing.T) {
 	}
 	t.Run("conn links - none a connection on embedded (in-memory pipes), one on Kafka", func(t *testing.T) {
 		ctx := context.Background()
-		net, err := cluster.NewNetwork(ctx, cluster.NetworkOptions{ProcessLinks: cluster.LinkModeConn})
+		net, err := links.NewNetwork(ctx, links.NetworkOptions{ProcessLinks: links.LinkModeConn})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -254,7 +254,7 @@ func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 // Holding is a member's own view of a role it holds.
 type Holding struct {
 	// Process is the number (1-based) of the member's process, as the cluster's links and the
-	// nemesis number processes; cluster.ProcessName names it.
+	// nemesis number processes; links.ProcessName names it.
 	Process      int
 	Role, Member string
 	// Token is the token the member minted.

@@ -16,6 +16,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/workload"
@@ -45,7 +46,7 @@ func TestScale(t *testing.T) {
 	d := envDuration(t, "FENCECHECK_SCALE_DURATION", 30*time.Second)
 	lease := envDuration(t, "FENCECHECK_SCALE_LEASE", 0)
 	capMembers, _ := strconv.Atoi(os.Getenv("FENCECHECK_SCALE_MEMBERS"))
-	links, err := cluster.ParseLinkMode(os.Getenv("FENCECHECK_SCALE_LINKS"))
+	mode, err := links.ParseLinkMode(os.Getenv("FENCECHECK_SCALE_LINKS"))
 	if err != nil {
 		t.Fatalf("FENCECHECK_SCALE_LINKS: %v", err)
 	}
@@ -70,7 +71,7 @@ func TestScale(t *testing.T) {
 			if n, _ := strconv.Atoi(os.Getenv("FENCECHECK_SCALE_WORK_PARTITIONS")); n > 0 {
 				cfg.WorkPartitions = int32(n)
 			}
-			scaleRun(t, cfg, d, links)
+			scaleRun(t, cfg, d, mode)
 		})
 	}
 }
@@ -85,7 +86,7 @@ func scaleLoad(l *workload.Load, f float64) {
 	l.WorkRate /= f
 }
 
-func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, links cluster.LinkMode) {
+func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, mode links.LinkMode) {
 	fds0 := openFDs()
 	var peakFDs, peakRSS atomic.Int64
 	var cpu0 time.Duration
@@ -110,7 +111,7 @@ func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, links cluster.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	var c cluster.Cluster
 	var err error
-	netOpts := cluster.NetworkOptions{ProcessLinks: links}
+	netOpts := links.NetworkOptions{ProcessLinks: mode}
 	switch kind := os.Getenv("FENCECHECK_SCALE_CLUSTER"); kind {
 	case "", embedded.Kind:
 		c, err = embedded.New(ctx, embedded.Options{Network: netOpts})
@@ -137,7 +138,7 @@ func scaleRun(t *testing.T, cfg workload.Config, d time.Duration, links cluster.
 	wall := time.Since(began)
 	st := res.stats
 	t.Logf("%d processes × %d roles × %d members, %d readers, %v, lease %v, %s links, GOMAXPROCS %d",
-		cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers, d, cfg.Lease, links, runtime.GOMAXPROCS(0))
+		cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers, d, cfg.Lease, mode, runtime.GOMAXPROCS(0))
 	t.Logf("fds: %d before, peak %d: %.1f per process; peak RSS %d MiB; CPU %.1f cores over %v (incl. final reads)",
 		fds0, peakFDs.Load(), float64(peakFDs.Load()-int64(fds0))/float64(cfg.Processes), peakRSS.Load()>>10,
 		cpu.Seconds()/wall.Seconds(), wall.Round(time.Second))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -267,7 +268,7 @@ func (wl *Workload) startProcesses(ctx context.Context) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			n := i + 1
-			p := &process{n: n, name: cluster.ProcessName(n), gate: &commitGate{arms: map[string]*gateArm{}, fire: wl.freeze}}
+			p := &process{n: n, name: links.ProcessName(n), gate: &commitGate{arms: map[string]*gateArm{}, fire: wl.freeze}}
 			dial, err := wl.cl.Links(ctx, n)
 			if err != nil {
 				errs[i] = fmt.Errorf("links of %s: %w", p.name, err)
@@ -275,7 +276,7 @@ func (wl *Workload) startProcesses(ctx context.Context) error {
 			}
 			tc := wl.transportConfig(p.name)
 			tc.Dial = p.gate.dial(dial)
-			// A secured cluster's links speak TLS themselves (cluster.Network.SetTLS), so the
+			// A secured cluster's links speak TLS themselves (links.Network.SetTLS), so the
 			// transport adds only SASL on top of them.
 			sec := cluster.ClientSecurity(wl.cl)
 			if wl.processSecurity != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // Timeouts of the checks. A cut link must make calls fail within CutTimeout;
@@ -34,11 +35,11 @@ func Client(t testing.TB, c cluster.Cluster, process int, opts ...kgo.Opt) *kgo.
 	defer cancel()
 	dial, err := c.Links(ctx, process)
 	if err != nil {
-		t.Fatalf("links of %s: %v", cluster.ProcessName(process), err)
+		t.Fatalf("links of %s: %v", links.ProcessName(process), err)
 	}
 	cl, err := kgo.NewClient(append(clientOpts(c, dial), opts...)...)
 	if err != nil {
-		t.Fatalf("client of %s: %v", cluster.ProcessName(process), err)
+		t.Fatalf("client of %s: %v", links.ProcessName(process), err)
 	}
 	t.Cleanup(cl.Close)
 	return cl
@@ -134,19 +135,19 @@ func LinkCut(t *testing.T, c cluster.Cluster) {
 		}
 	}
 
-	links, err := c.Network().ProcessLinks(ctx, 1)
+	cut, err := c.Network().ProcessLinks(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(links) != c.Info().Brokers {
-		t.Fatalf("p1 has %d links, want one per broker (%d)", len(links), c.Info().Brokers)
+	if len(cut) != c.Info().Brokers {
+		t.Fatalf("p1 has %d links, want one per broker (%d)", len(cut), c.Info().Brokers)
 	}
-	for _, l := range links {
+	for _, l := range cut {
 		if err := l.Disable(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("cut %v", links)
+	t.Logf("cut %v", cut)
 
 	took, err := producePerProcess(p1, topic, CutTimeout)
 	if err == nil {
@@ -178,7 +179,7 @@ func LinkCut(t *testing.T, c cluster.Cluster) {
 		t.Logf("p2 produced while p1 is cut (%v)", took.Round(time.Millisecond))
 	}
 
-	for _, l := range links {
+	for _, l := range cut {
 		if err := l.Heal(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +269,7 @@ func KillCoordinator(t *testing.T, c cluster.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("coordinator of %s is %s; killing it", txnID, cluster.BrokerName(coord))
+	t.Logf("coordinator of %s is %s; killing it", txnID, links.BrokerName(coord))
 	if err := c.Kill(ctx, coord); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func KillCoordinator(t *testing.T, c cluster.Cluster) {
 	if b, _ := c.Brokers(ctx, cluster.RoleQuery{}); len(b) == 0 {
 		t.Fatal("no brokers listed")
 	} else if bb, _ := cluster.Find(b, coord); bb.State != cluster.StateKilled {
-		t.Errorf("%s state %v after Kill, want killed", cluster.BrokerName(coord), bb.State)
+		t.Errorf("%s state %v after Kill, want killed", links.BrokerName(coord), bb.State)
 	}
 
 	attempts := 0
@@ -291,13 +292,13 @@ func KillCoordinator(t *testing.T, c cluster.Cluster) {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("new producer with %s killed: %v (after %v)", cluster.BrokerName(coord), err, took)
+		t.Fatalf("new producer with %s killed: %v (after %v)", links.BrokerName(coord), err, took)
 	}
 	t.Logf("new producer committed %v after the kill (%d attempts)", time.Since(killed).Round(time.Millisecond), attempts)
 	if now, err := Coordinator(ctx, c, txnID); err != nil {
 		t.Errorf("coordinator after the kill: %v", err)
 	} else if now == coord {
-		t.Errorf("coordinator after the kill is still the killed %s", cluster.BrokerName(coord))
+		t.Errorf("coordinator after the kill is still the killed %s", links.BrokerName(coord))
 	}
 
 	rctx, cancel := context.WithTimeout(ctx, 2*RecoverTimeout)
@@ -309,7 +310,7 @@ func KillCoordinator(t *testing.T, c cluster.Cluster) {
 	if err := cluster.WaitHealthy(rctx, c, nil); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s restarted, cluster healthy after %v", cluster.BrokerName(coord), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s restarted, cluster healthy after %v", links.BrokerName(coord), time.Since(start).Round(time.Millisecond))
 }
 
 // PauseLeader pauses the leader of a partition: process 5's produce to it
@@ -346,9 +347,9 @@ func PauseLeader(t *testing.T, c cluster.Cluster) {
 	}()
 	took, err := producePerProcess(p, topic, CutTimeout)
 	if err == nil {
-		t.Fatalf("produce with leader %s paused: succeeded, want an error", cluster.BrokerName(leader))
+		t.Fatalf("produce with leader %s paused: succeeded, want an error", links.BrokerName(leader))
 	}
-	t.Logf("produce with leader %s paused failed after %v: %v", cluster.BrokerName(leader), took.Round(time.Millisecond), err)
+	t.Logf("produce with leader %s paused failed after %v: %v", links.BrokerName(leader), took.Round(time.Millisecond), err)
 	if err := c.Resume(ctx, leader); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // A Deviation is one way kfake is known to answer differently from Apache Kafka in what
@@ -219,7 +220,7 @@ func createAfterRestart(t *testing.T, c cluster.Cluster) (bool, string) {
 		}
 		time.Sleep(time.Second)
 	}
-	answer := fmt.Sprintf("CreateTopics after restarting %s answered %v", cluster.BrokerName(broker), errOrOK(last))
+	answer := fmt.Sprintf("CreateTopics after restarting %s answered %v", links.BrokerName(broker), errOrOK(last))
 	return errors.Is(last, kerr.NotController), answer
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // exhaustedEpoch is the epoch at which a coordinator stops bumping a producer id's epoch
@@ -178,13 +179,13 @@ func RotationRetryAfterFailover(t *testing.T, c cluster.Cluster, limit time.Dura
 	fctx, fcancel := context.WithTimeout(ctx, 2*RecoverTimeout)
 	defer fcancel()
 	if err := c.Restart(fctx, coord); err != nil {
-		t.Fatalf("restart the coordinator %s: %v", cluster.BrokerName(coord), err)
+		t.Fatalf("restart the coordinator %s: %v", links.BrokerName(coord), err)
 	}
 	if err := cluster.WaitHealthy(fctx, c, nil); err != nil {
 		t.Fatal(err)
 	}
 	now, _ := Coordinator(ctx, c, d.txnID)
-	r.Failover = fmt.Sprintf("restarted the coordinator %s; the coordinator is now %s", cluster.BrokerName(coord), cluster.BrokerName(now))
+	r.Failover = fmt.Sprintf("restarted the coordinator %s; the coordinator is now %s", links.BrokerName(coord), links.BrokerName(now))
 	var ok bool
 	r.RetryAfter, ok = retry()
 	r.FalseFence = !ok

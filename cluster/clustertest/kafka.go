@@ -13,15 +13,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
-// KafkaFaults checks each action of the Kafka-aware faults (cluster.Network.AddKafkaFault) on
+// KafkaFaults checks each action of the Kafka-aware faults (links.Network.AddKafkaFault) on
 // c by what a client sees and what the log holds afterwards. Process 1 is the faulty one;
 // process 2 writes sentinels and reads.
 func KafkaFaults(t *testing.T, c cluster.Cluster) {
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	net := c.Network()
-	add := func(t *testing.T, s cluster.KafkaFaultSpec) *cluster.KafkaFault {
+	add := func(t *testing.T, s links.KafkaFaultSpec) *links.KafkaFault {
 		t.Helper()
 		f, err := net.AddKafkaFault(s)
 		if err != nil {
@@ -37,7 +38,7 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 	t.Run("drop-response of EndTxn - the client fails, the commit is in the log", func(t *testing.T) {
 		topic, txnID := "fc-kf-dropresp-"+suffix, "fc-kf-dropresp-"+suffix
 		CreateTopic(t, c, topic)
-		f := add(t, cluster.KafkaFaultSpec{Action: cluster.KafkaDropResponse, API: "EndTxn", Processes: []int{1}, TransactionalID: txnID})
+		f := add(t, links.KafkaFaultSpec{Action: links.KafkaDropResponse, API: "EndTxn", Processes: []int{1}, TransactionalID: txnID})
 		err := txnWithCommit(c, 1, txnID, topic, "v", 3*time.Second)
 		if err == nil {
 			t.Fatal("commit succeeded; want the client to time out without an answer")
@@ -55,7 +56,7 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 	t.Run("drop of EndTxn - the client fails, nothing is committed", func(t *testing.T) {
 		topic, txnID := "fc-kf-drop-"+suffix, "fc-kf-drop-"+suffix
 		CreateTopic(t, c, topic)
-		f := add(t, cluster.KafkaFaultSpec{Action: cluster.KafkaDropRequest, API: "endtxn", Processes: []int{1}, TransactionalID: txnID})
+		f := add(t, links.KafkaFaultSpec{Action: links.KafkaDropRequest, API: "endtxn", Processes: []int{1}, TransactionalID: txnID})
 		if err := txnWithCommit(c, 1, txnID, topic, "v", 3*time.Second); err == nil {
 			t.Fatal("commit succeeded; want a timeout")
 		}
@@ -80,7 +81,7 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 	t.Run("error-response of Produce - the client sees the error, the record is in the log", func(t *testing.T) {
 		topic := "fc-kf-error-" + suffix
 		CreateTopic(t, c, topic)
-		f := add(t, cluster.KafkaFaultSpec{Action: cluster.KafkaErrorResponse, API: "produce", Processes: []int{1},
+		f := add(t, links.KafkaFaultSpec{Action: links.KafkaErrorResponse, API: "produce", Processes: []int{1},
 			Partition: &cluster.TopicPartition{Topic: topic, Partition: 0}, ErrorCode: kerr.TopicAuthorizationFailed.Code})
 		cl := plain(t, 1)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -108,7 +109,7 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("warm")}).FirstErr(); err != nil {
 			t.Fatal(err) // metadata and connections are up: the next produce measures the delay
 		}
-		f := add(t, cluster.KafkaFaultSpec{Action: cluster.KafkaDelay, API: "Produce", Processes: []int{1}, Count: 1, Delay: delay})
+		f := add(t, links.KafkaFaultSpec{Action: links.KafkaDelay, API: "Produce", Processes: []int{1}, Count: 1, Delay: delay})
 		start := time.Now()
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -136,7 +137,7 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 		if _, err := adm.ListEndOffsets(ctx, topic); err != nil {
 			t.Fatal(err) // metadata and connections are up
 		}
-		f := add(t, cluster.KafkaFaultSpec{Action: cluster.KafkaDelay, API: "ListOffsets", Processes: []int{1}, Delay: 10 * time.Second})
+		f := add(t, links.KafkaFaultSpec{Action: links.KafkaDelay, API: "ListOffsets", Processes: []int{1}, Delay: 10 * time.Second})
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
 		defer ccancel()
 		start := time.Now()
@@ -166,7 +167,7 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 	t.Run("duplicate of Produce - the record is in the log twice", func(t *testing.T) {
 		topic := "fc-kf-dup-" + suffix
 		CreateTopic(t, c, topic)
-		f := add(t, cluster.KafkaFaultSpec{Action: cluster.KafkaDuplicate, API: "Produce", Processes: []int{1}, Count: 1})
+		f := add(t, links.KafkaFaultSpec{Action: links.KafkaDuplicate, API: "Produce", Processes: []int{1}, Count: 1})
 		cl := plain(t, 1)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -185,7 +186,7 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 	t.Run("hold of Produce until EndTxn - it lands after the commit, though its client is gone", func(t *testing.T) {
 		topic, txnID := "fc-kf-hold-"+suffix, "fc-kf-hold-"+suffix
 		CreateTopic(t, c, topic)
-		f := add(t, cluster.KafkaFaultSpec{Action: cluster.KafkaHold, API: "Produce", Processes: []int{1}, Count: 1, Until: "EndTxn"})
+		f := add(t, links.KafkaFaultSpec{Action: links.KafkaHold, API: "Produce", Processes: []int{1}, Count: 1, Until: "EndTxn"})
 		cl := plain(t, 1, kgo.ProduceRequestTimeout(time.Second))
 		cl.Produce(context.Background(), &kgo.Record{Topic: topic, Value: []byte("held")}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -230,7 +231,7 @@ func KafkaFaults(t *testing.T, c cluster.Cluster) {
 	t.Run("hold whose trigger never comes - heal-all removes the fault and delivers", func(t *testing.T) {
 		topic := "fc-kf-heal-" + suffix
 		CreateTopic(t, c, topic)
-		f := add(t, cluster.KafkaFaultSpec{Action: cluster.KafkaHold, API: "Produce", Processes: []int{1}, Count: 1, Until: "DescribeTransactions"})
+		f := add(t, links.KafkaFaultSpec{Action: links.KafkaHold, API: "Produce", Processes: []int{1}, Count: 1, Until: "DescribeTransactions"})
 		cl := plain(t, 1, kgo.ProduceRequestTimeout(time.Second))
 		cl.Produce(context.Background(), &kgo.Record{Topic: topic, Value: []byte("held")}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

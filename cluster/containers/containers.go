@@ -55,6 +55,7 @@ import (
 	"github.com/fencecheck/fencecheck/cluster/internal/kraft"
 	"github.com/fencecheck/fencecheck/cluster/internal/owner"
 	"github.com/fencecheck/fencecheck/cluster/internal/ports"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // Kind is the backend's name in Info and errors.
@@ -124,7 +125,7 @@ type Options struct {
 	StartTimeout time.Duration
 	// Network sets the port range and logger of the links; its Toxiproxy
 	// must be empty (see ToxiproxyImage).
-	Network cluster.NetworkOptions
+	Network links.NetworkOptions
 	// Logger receives the backend's events. Default: discard.
 	Logger *slog.Logger
 	// Security secures the client listener as local.Options.Security does: "" (plaintext),
@@ -547,7 +548,7 @@ func (r *runner) Start(ctx context.Context, spec kraft.ProcSpec) (kraft.Proc, er
 		}
 		r.mu.Unlock()
 	}()
-	name := r.name(fmt.Sprintf("%s-%s", cluster.BrokerName(spec.Node), spec.What))
+	name := r.name(fmt.Sprintf("%s-%s", links.BrokerName(spec.Node), spec.What))
 	// The shell appends the JVM's output to the node's log (where the
 	// cluster reads "Kafka Server started"), then becomes the JVM.
 	ctr, err := r.run(ctx, r.image, name,
@@ -582,7 +583,7 @@ func (r *runner) Close(ctx context.Context) error {
 
 // startToxiproxy runs a toxiproxy server container with its API on a free
 // loopback port and returns the API address.
-func (r *runner) startToxiproxy(ctx context.Context, image string, nopts cluster.NetworkOptions) (string, error) {
+func (r *runner) startToxiproxy(ctx context.Context, image string, nopts links.NetworkOptions) (string, error) {
 	rg := ports.Default()
 	if nopts.PortLow != 0 {
 		rg = ports.Range{Low: nopts.PortLow, High: nopts.PortHigh}
@@ -598,7 +599,7 @@ func (r *runner) startToxiproxy(ctx context.Context, image string, nopts cluster
 		return "", err
 	}
 	api := "127.0.0.1:" + strconv.Itoa(port)
-	// cluster.NewNetwork asks the API for its version at once; wait until
+	// links.NewNetwork asks the API for its version at once; wait until
 	// the server listens, or fail if its container stops.
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()

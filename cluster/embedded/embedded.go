@@ -41,6 +41,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/internal/ports"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // Kind is the backend's name in Info and errors.
@@ -53,7 +54,7 @@ type Options struct {
 	// TxnVersion is the transaction.version in effect, 1 or 2. Default 2.
 	TxnVersion int
 	// Network configures the toxiproxy links. Default: in-process.
-	Network cluster.NetworkOptions
+	Network links.NetworkOptions
 	// Logger receives the backend's events, and kfake's at warn and above.
 	// Default: discard.
 	Logger *slog.Logger
@@ -89,7 +90,7 @@ type Cluster struct {
 	opts Options
 	log  *slog.Logger
 	kc   *kfake.Cluster
-	net  *cluster.Network
+	net  *links.Network
 	cl   *kgo.Client // admin, on Bootstrap
 	adm  *kadm.Client
 
@@ -174,7 +175,7 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		// (no file descriptor) to the broker's listener.
 		opts.Network.ConnDial = c.dialMemory
 	}
-	if c.net, err = cluster.NewNetwork(ctx, opts.Network); err != nil {
+	if c.net, err = links.NewNetwork(ctx, opts.Network); err != nil {
 		return nil, err
 	}
 	for _, b := range c.sortedBrokers() {
@@ -289,7 +290,7 @@ func (c *Cluster) Links(ctx context.Context, process int) (cluster.DialFunc, err
 }
 
 // Network implements cluster.Cluster.
-func (c *Cluster) Network() *cluster.Network { return c.net }
+func (c *Cluster) Network() *links.Network { return c.net }
 
 // Kill implements cluster.Cluster: the node leaves the cluster (its
 // partitions and coordinators move to the others) and its connections close.
@@ -305,7 +306,7 @@ func (c *Cluster) Kill(ctx context.Context, id int32) error {
 		return nil
 	}
 	if err := c.kc.RemoveNode(id); err != nil {
-		return fmt.Errorf("kill %s: %w", cluster.BrokerName(id), err)
+		return fmt.Errorf("kill %s: %w", links.BrokerName(id), err)
 	}
 	c.mu.Lock()
 	b.state = cluster.StateKilled
@@ -343,7 +344,7 @@ func (c *Cluster) Restart(ctx context.Context, id int32) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("restart %s: %w (%w)", cluster.BrokerName(id), addErr, ctx.Err())
+			return fmt.Errorf("restart %s: %w (%w)", links.BrokerName(id), addErr, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -373,7 +374,7 @@ func (c *Cluster) setPaused(id int32, paused bool) error {
 	defer c.mu.Unlock()
 	switch {
 	case b.state == cluster.StateKilled:
-		return fmt.Errorf("pause/resume %s: broker is killed", cluster.BrokerName(id))
+		return fmt.Errorf("pause/resume %s: broker is killed", links.BrokerName(id))
 	case paused:
 		b.gate.pause()
 		b.state = cluster.StatePaused

@@ -12,6 +12,7 @@ import (
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/clustertest"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 func start(t *testing.T, opts embedded.Options) *embedded.Cluster {
@@ -83,7 +84,7 @@ func TestUnknownBroker(t *testing.T) {
 // TestConnLinksInMemory: with conn links, a process's connections to brokers are in-memory
 // pipes (no file descriptor at either end), and the backend's faults act on them as on TCP.
 func TestConnLinksInMemory(t *testing.T) {
-	c := start(t, embedded.Options{Network: cluster.NetworkOptions{ProcessLinks: cluster.LinkModeConn}})
+	c := start(t, embedded.Options{Network: links.NetworkOptions{ProcessLinks: links.LinkModeConn}})
 	t.Run("no file descriptors", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

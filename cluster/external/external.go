@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // Kind is the backend's name in Info and errors.
@@ -39,7 +40,7 @@ type Options struct {
 	// address of yours (e.g. "127.0.0.1:8474"); empty runs one in this
 	// process. With your own server, Network.ListenHost is the host its
 	// proxies listen on and this process dials (default: the API's host).
-	Network cluster.NetworkOptions
+	Network links.NetworkOptions
 	// Logger receives the backend's events. Default: discard.
 	Logger *slog.Logger
 	// Commands are the broker actions' command templates; the zero value
@@ -58,7 +59,7 @@ type Options struct {
 type Cluster struct {
 	opts Options
 	log  *slog.Logger
-	net  *cluster.Network
+	net  *links.Network
 	cl   *kgo.Client
 	info cluster.Info
 
@@ -109,7 +110,7 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			_ = c.Close(context.WithoutCancel(ctx))
 		}
 	}()
-	if c.net, err = cluster.NewNetwork(ctx, opts.Network); err != nil {
+	if c.net, err = links.NewNetwork(ctx, opts.Network); err != nil {
 		return nil, err
 	}
 	if opts.Security != nil && opts.Security.TLS != nil {
@@ -262,7 +263,7 @@ func (c *Cluster) Links(ctx context.Context, process int) (cluster.DialFunc, err
 }
 
 // Network implements cluster.Cluster.
-func (c *Cluster) Network() *cluster.Network { return c.net }
+func (c *Cluster) Network() *links.Network { return c.net }
 
 // Close implements cluster.Cluster: it removes the proxies it created (on an
 // external toxiproxy server too) and leaves the brokers alone.

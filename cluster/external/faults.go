@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // What the state file says of a faulted broker.
@@ -115,7 +116,7 @@ func (c *Cluster) setState(t target, state string) error {
 // run runs action a's command for broker id.
 func (c *Cluster) run(ctx context.Context, a Action, t target) error {
 	if !c.opts.Commands.Has(a) {
-		return cluster.Unsupported(Kind, string(a)+" "+cluster.BrokerName(t.ID), "no "+string(a)+" command in the broker commands file")
+		return cluster.Unsupported(Kind, string(a)+" "+links.BrokerName(t.ID), "no "+string(a)+" command in the broker commands file")
 	}
 	res, err := runCommand(ctx, a, c.opts.Commands.template(a), t, c.opts.Commands.timeout(), c.logPath())
 	if err != nil {
@@ -130,7 +131,7 @@ func (c *Cluster) run(ctx context.Context, a Action, t target) error {
 // takes the broker's lock, so that two actions on one broker never run at once.
 func (c *Cluster) lockBroker(a Action, id int32) (target, func(), error) {
 	if !c.opts.Commands.Has(a) {
-		return target{}, nil, cluster.Unsupported(Kind, string(a)+" "+cluster.BrokerName(id), "no "+string(a)+" command in the broker commands file")
+		return target{}, nil, cluster.Unsupported(Kind, string(a)+" "+links.BrokerName(id), "no "+string(a)+" command in the broker commands file")
 	}
 	t, err := c.target(id)
 	if err != nil {
@@ -241,7 +242,7 @@ func (c *Cluster) waitBack(ctx context.Context, t target) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not back within %v (health_timeout): %w", cluster.BrokerName(t.ID), limit, last)
+			return fmt.Errorf("%s not back within %v (health_timeout): %w", links.BrokerName(t.ID), limit, last)
 		case <-time.After(time.Second):
 		}
 	}
@@ -268,7 +269,7 @@ func (c *Cluster) answers(ctx context.Context, t target) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%s answers but is not in its own metadata yet", cluster.BrokerName(t.ID))
+	return fmt.Errorf("%s answers but is not in its own metadata yet", links.BrokerName(t.ID))
 }
 
 // healLeftovers undoes the faults the state file lists: a run that crashed

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/clustertest"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/transport"
 )
@@ -119,16 +120,16 @@ func deposedDescribes(t *testing.T, c *local.Cluster, cutDescriber bool) (cut, h
 		x = resp.Coordinators[0].NodeID
 	}
 
-	var links []*cluster.Link
+	var severed []*links.Link
 	for _, l := range c.Network().Links() {
 		switch {
-		case l.Kind() == cluster.LinkPeer && (l.From() == x || l.Broker() == x):
-			links = append(links, l)
-		case cutDescriber && l.Kind() == cluster.LinkProcess && l.Process() == describerProcess && l.Broker() != x:
-			links = append(links, l)
+		case l.Kind() == links.LinkPeer && (l.From() == x || l.Broker() == x):
+			severed = append(severed, l)
+		case cutDescriber && l.Kind() == links.LinkProcess && l.Process() == describerProcess && l.Broker() != x:
+			severed = append(severed, l)
 		}
 	}
-	for _, l := range links {
+	for _, l := range severed {
 		if err := l.Disable(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +141,7 @@ func deposedDescribes(t *testing.T, c *local.Cluster, cutDescriber bool) (cut, h
 			_ = c.Network().HealAll(context.Background())
 		}
 	}()
-	t.Logf("%s, the coordinator of %s, cut: %v", cluster.BrokerName(x), id, links)
+	t.Logf("%s, the coordinator of %s, severed: %v", links.BrokerName(x), id, severed)
 
 	// The second transport acquires through whichever broker its client finds; it succeeds
 	// once the coordinator has moved and the new one has loaded the role.

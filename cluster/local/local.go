@@ -32,6 +32,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/internal/kraft"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // Kind is the backend's name in Info and errors.
@@ -76,7 +77,7 @@ type Options struct {
 	// Network sets the port range and logger of the links. The local
 	// backend always runs toxiproxy in-process (its peer links listen on
 	// 127.77.x.y), so Network.Toxiproxy must be empty.
-	Network cluster.NetworkOptions
+	Network links.NetworkOptions
 	// Logger receives the backend's events. Default: discard.
 	Logger *slog.Logger
 	// Security secures the client listener: "" (plaintext), "tls" (mutual TLS), "sasl-scram"

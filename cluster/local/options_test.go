@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/clustertest"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/cluster/local"
 )
 
@@ -36,7 +37,7 @@ func TestOptions(t *testing.T) {
 		{"TV2 on Kafka 3.9 - refused naming TxnVersion", local.Options{Home: fakeHome(t, "3.9.1"), TxnVersion: 2}, "TxnVersion"},
 		{"TV3 - refused naming TxnVersion", local.Options{Home: fakeHome(t, "4.1.2"), TxnVersion: 3}, "TxnVersion"},
 		{"10 brokers - refused naming Brokers", local.Options{Home: fakeHome(t, "4.1.2"), Brokers: 10}, "Brokers"},
-		{"external toxiproxy - refused naming Network.Toxiproxy", local.Options{Home: fakeHome(t, "4.1.2"), Network: cluster.NetworkOptions{Toxiproxy: "127.0.0.1:8474"}}, "Network.Toxiproxy"},
+		{"external toxiproxy - refused naming Network.Toxiproxy", local.Options{Home: fakeHome(t, "4.1.2"), Network: links.NetworkOptions{Toxiproxy: "127.0.0.1:8474"}}, "Network.Toxiproxy"},
 		{"missing java - refused naming Java", local.Options{Home: fakeHome(t, "4.1.2"), Java: "/nonexistent/java"}, "Java"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/clustertest"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/cluster/local"
 )
 
@@ -58,7 +59,7 @@ func isolate(t *testing.T, c *local.Cluster, x int32) {
 				return err
 			}
 			if slices.Contains(ids, x) != want {
-				return fmt.Errorf("%s lists %v", cluster.BrokerName(o), ids)
+				return fmt.Errorf("%s lists %v", links.BrokerName(o), ids)
 			}
 		}
 		return nil
@@ -67,14 +68,14 @@ func isolate(t *testing.T, c *local.Cluster, x int32) {
 		t.Fatalf("before the cut: %v", err)
 	}
 
-	var cut []*cluster.Link
+	var cut []*links.Link
 	for _, l := range c.Network().Links() {
-		if l.Kind() == cluster.LinkPeer && (l.From() == x || l.Broker() == x) {
+		if l.Kind() == links.LinkPeer && (l.From() == x || l.Broker() == x) {
 			cut = append(cut, l)
 		}
 	}
 	if want := 2 * len(others); len(cut) != want {
-		t.Fatalf("%d peer links touch %s, want %d", len(cut), cluster.BrokerName(x), want)
+		t.Fatalf("%d peer links touch %s, want %d", len(cut), links.BrokerName(x), want)
 	}
 	for _, l := range cut {
 		if err := l.Disable(ctx); err != nil {
@@ -90,14 +91,14 @@ func isolate(t *testing.T, c *local.Cluster, x int32) {
 	t.Logf("cut %v", cut)
 	took, err := clustertest.Eventually(clustertest.RecoverTimeout, func() error {
 		if err := seenByAll(false); err != nil {
-			return fmt.Errorf("%s not fenced yet: %w", cluster.BrokerName(x), err)
+			return fmt.Errorf("%s not fenced yet: %w", links.BrokerName(x), err)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s fenced by its peers %v after the cut", cluster.BrokerName(x), took.Round(time.Millisecond))
+	t.Logf("%s fenced by its peers %v after the cut", links.BrokerName(x), took.Round(time.Millisecond))
 
 	p := clustertest.Client(t, c, 6, kgo.RecordDeliveryTimeout(clustertest.CutTimeout))
 	took, err = clustertest.Eventually(clustertest.RecoverTimeout, func() error {
@@ -106,9 +107,9 @@ func isolate(t *testing.T, c *local.Cluster, x int32) {
 		return clustertest.Produce(pctx, p, topic)
 	})
 	if err != nil {
-		t.Fatalf("p6 produce with %s isolated: %v", cluster.BrokerName(x), err)
+		t.Fatalf("p6 produce with %s isolated: %v", links.BrokerName(x), err)
 	}
-	t.Logf("p6 produced with %s isolated (%v)", cluster.BrokerName(x), took.Round(time.Millisecond))
+	t.Logf("p6 produced with %s isolated (%v)", links.BrokerName(x), took.Round(time.Millisecond))
 
 	if err := c.Network().HealAll(ctx); err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func isolate(t *testing.T, c *local.Cluster, x int32) {
 	if err != nil {
 		t.Fatalf("after healing: %v", err)
 	}
-	t.Logf("%s back in its peers' metadata %v after healing", cluster.BrokerName(x), took.Round(time.Millisecond))
+	t.Logf("%s back in its peers' metadata %v after healing", links.BrokerName(x), took.Round(time.Millisecond))
 	hctx, cancel := context.WithTimeout(ctx, clustertest.RecoverTimeout)
 	defer cancel()
 	if err := cluster.WaitHealthy(hctx, c, nil); err != nil {

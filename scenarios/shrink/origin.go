@@ -17,7 +17,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
-	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
@@ -200,8 +200,8 @@ func windowAPI(f history.Fault) string {
 // sameAPI reports whether two request type names name the same type ("EndTxn", "endtxn",
 // "end_txn").
 func sameAPI(a, b string) bool {
-	ka, oka := cluster.KafkaAPIKey(a)
-	kb, okb := cluster.KafkaAPIKey(b)
+	ka, oka := links.KafkaAPIKey(a)
+	kb, okb := links.KafkaAPIKey(b)
 	return oka && okb && ka == kb
 }
 

@@ -42,6 +42,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/internal/ports"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	kafkaassets "github.com/fencecheck/fencecheck/docker/kafka"
 )
 
@@ -113,7 +114,7 @@ type Config struct {
 	JVMFlags     []string
 	Configs      map[string]string
 	StartTimeout time.Duration
-	Network      cluster.NetworkOptions
+	Network      links.NetworkOptions
 	Logger       *slog.Logger
 	Runner       Runner
 	// Security is the CLIENT listener's mode: "" (plaintext), SecurityTLS, SecuritySASLScram
@@ -133,7 +134,7 @@ type Cluster struct {
 	log       *slog.Logger
 	ownDir    bool
 	clusterID string
-	net       *cluster.Network
+	net       *links.Network
 	cl        *kgo.Client // admin, on Bootstrap; set once started (mu)
 	sec       *material   // nil for a plaintext cluster
 	claimed   []int       // broker ports picked by makeLinks (ports.Claim), released by Close
@@ -200,7 +201,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("security material: %w", err)
 		}
 	}
-	if c.net, err = cluster.NewNetwork(ctx, cfg.Network); err != nil {
+	if c.net, err = links.NewNetwork(ctx, cfg.Network); err != nil {
 		return nil, err
 	}
 	if c.sec != nil {
@@ -287,7 +288,7 @@ func (c *Cluster) makeDirs() error {
 	}
 	for i := range c.cfg.Brokers {
 		id := int32(i)
-		dir := filepath.Join(c.cfg.Dir, cluster.BrokerName(id))
+		dir := filepath.Join(c.cfg.Dir, links.BrokerName(id))
 		if _, err := os.Stat(filepath.Join(dir, "data", "meta.properties")); err == nil {
 			return &cluster.OptionError{Field: "Dir", Value: c.cfg.Dir, Reason: "holds a formatted broker already; give an empty folder"}
 		}
@@ -297,7 +298,7 @@ func (c *Cluster) makeDirs() error {
 			dataDir: filepath.Join(dir, "data"),
 			props:   filepath.Join(dir, "server.properties"),
 			hosts:   filepath.Join(dir, "hosts"),
-			logPath: filepath.Join(c.cfg.LogsDir, cluster.BrokerName(id)+".log"),
+			logPath: filepath.Join(c.cfg.LogsDir, links.BrokerName(id)+".log"),
 			state:   cluster.StateKilled, // not started yet
 		}
 		if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
@@ -349,9 +350,9 @@ func (c *Cluster) makeLinks(ctx context.Context) error {
 		if n.ctrlPort, err = pick(hosts...); err != nil {
 			return err
 		}
-		l, err := c.net.AddLink(ctx, cluster.LinkSpec{
-			Kind: cluster.LinkAdmin, Broker: n.id,
-			Proxies: []cluster.ProxySpec{{Listen: "127.0.0.1:0", Upstream: n.clientBind}},
+		l, err := c.net.AddLink(ctx, links.LinkSpec{
+			Kind: links.LinkAdmin, Broker: n.id,
+			Proxies: []links.ProxySpec{{Listen: "127.0.0.1:0", Upstream: n.clientBind}},
 		})
 		if err != nil {
 			return err
@@ -367,9 +368,9 @@ func (c *Cluster) makeLinks(ctx context.Context) error {
 				continue
 			}
 			ip := peerIP(from.id, to.id)
-			_, err := c.net.AddLink(ctx, cluster.LinkSpec{
-				Kind: cluster.LinkPeer, From: from.id, Broker: to.id,
-				Proxies: []cluster.ProxySpec{
+			_, err := c.net.AddLink(ctx, links.LinkSpec{
+				Kind: links.LinkPeer, From: from.id, Broker: to.id,
+				Proxies: []links.ProxySpec{
 					{Suffix: "repl", Listen: ip + ":" + strconv.Itoa(to.replPort), Upstream: "127.0.0.1:" + strconv.Itoa(to.replPort)},
 					{Suffix: "ctrl", Listen: ip + ":" + strconv.Itoa(to.ctrlPort), Upstream: "127.0.0.1:" + strconv.Itoa(to.ctrlPort)},
 				},
@@ -460,7 +461,7 @@ func (c *Cluster) runTool(ctx context.Context, n *node, what string, args []stri
 	}
 	p, err := c.cfg.Runner.Start(ctx, ProcSpec{Node: n.id, Mounts: c.mounts(), What: what, Dir: n.dir, LogPath: n.logPath, Args: args})
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", what, cluster.BrokerName(n.id), err)
+		return fmt.Errorf("%s %s: %w", what, links.BrokerName(n.id), err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Wait() }()
@@ -472,7 +473,7 @@ func (c *Cluster) runTool(ctx context.Context, n *node, what string, args []stri
 		err = context.Cause(ctx)
 	}
 	if err != nil {
-		return fmt.Errorf("%s %s: %w\n%s", what, cluster.BrokerName(n.id), err, tail(n.logPath, 15))
+		return fmt.Errorf("%s %s: %w\n%s", what, links.BrokerName(n.id), err, tail(n.logPath, 15))
 	}
 	return nil
 }
@@ -487,7 +488,7 @@ func (c *Cluster) logMarker(n *node, what string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(f, "=== fencecheck: %s %s at %s ===\n", what, cluster.BrokerName(n.id), time.Now().UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(f, "=== fencecheck: %s %s at %s ===\n", what, links.BrokerName(n.id), time.Now().UTC().Format(time.RFC3339Nano))
 	return f.Close()
 }
 
@@ -500,7 +501,7 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 	case closed:
 		return cluster.ErrClosed
 	case alive:
-		return fmt.Errorf("start %s: its JVM is still running", cluster.BrokerName(n.id))
+		return fmt.Errorf("start %s: its JVM is still running", links.BrokerName(n.id))
 	}
 	if err := c.logMarker(n, "start"); err != nil {
 		return err
@@ -508,7 +509,7 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 	args := append(c.javaArgs(n, c.cfg.JVMFlags), "kafka.Kafka", n.props)
 	p, err := c.cfg.Runner.Start(ctx, ProcSpec{Node: n.id, Mounts: c.mounts(), What: "broker", Dir: n.dir, LogPath: n.logPath, Args: args})
 	if err != nil {
-		return fmt.Errorf("start %s: %w", cluster.BrokerName(n.id), err)
+		return fmt.Errorf("start %s: %w", links.BrokerName(n.id), err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -548,9 +549,9 @@ func (c *Cluster) waitStarted(ctx context.Context, n *node) error {
 			c.mu.Lock()
 			e := n.exit
 			c.mu.Unlock()
-			return fmt.Errorf("broker %s exited while starting (%v); %s:\n%s", cluster.BrokerName(n.id), e, n.logPath, tail(n.logPath, 25))
+			return fmt.Errorf("broker %s exited while starting (%v); %s:\n%s", links.BrokerName(n.id), e, n.logPath, tail(n.logPath, 25))
 		case <-ctx.Done():
-			return fmt.Errorf("broker %s not started: %w; %s:\n%s", cluster.BrokerName(n.id), context.Cause(ctx), n.logPath, tail(n.logPath, 15))
+			return fmt.Errorf("broker %s not started: %w; %s:\n%s", links.BrokerName(n.id), context.Cause(ctx), n.logPath, tail(n.logPath, 15))
 		case <-tick.C:
 		}
 	}
@@ -683,7 +684,7 @@ func (c *Cluster) Links(ctx context.Context, process int) (cluster.DialFunc, err
 }
 
 // Network implements cluster.Cluster.
-func (c *Cluster) Network() *cluster.Network { return c.net }
+func (c *Cluster) Network() *links.Network { return c.net }
 
 // BrokerProcess is a broker's JVM, for measurements.
 type BrokerProcess struct {
@@ -777,7 +778,7 @@ func (c *Cluster) kill(ctx context.Context, n *node) error {
 	if aliveLocked(n) {
 		if err := n.proc.Kill(); err != nil {
 			c.mu.Unlock()
-			return fmt.Errorf("kill %s: %w", cluster.BrokerName(id), err)
+			return fmt.Errorf("kill %s: %w", links.BrokerName(id), err)
 		}
 	}
 	n.state = cluster.StateKilled
@@ -787,7 +788,7 @@ func (c *Cluster) kill(ctx context.Context, n *node) error {
 		select {
 		case <-exited:
 		case <-ctx.Done():
-			return fmt.Errorf("kill %s: %w", cluster.BrokerName(id), ctx.Err())
+			return fmt.Errorf("kill %s: %w", links.BrokerName(id), ctx.Err())
 		}
 	}
 	c.log.Info("broker killed", "broker", id)
@@ -818,7 +819,7 @@ func (c *Cluster) freeze(id int32, pause bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !aliveLocked(n) {
-		return fmt.Errorf("%s %s: broker is not running", op, cluster.BrokerName(id))
+		return fmt.Errorf("%s %s: broker is not running", op, links.BrokerName(id))
 	}
 	if n.state == to {
 		return nil // pausing a paused broker changes nothing
@@ -829,7 +830,7 @@ func (c *Cluster) freeze(id int32, pause bool) error {
 		err = n.proc.Resume()
 	}
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", op, cluster.BrokerName(id), err)
+		return fmt.Errorf("%s %s: %w", op, links.BrokerName(id), err)
 	}
 	n.state = to
 	c.log.Info("broker "+to.String(), "broker", id)
@@ -871,7 +872,7 @@ func (c *Cluster) Close(ctx context.Context) error {
 	for _, n := range c.nodes {
 		if aliveLocked(n) {
 			if err := n.proc.Kill(); err != nil {
-				errs = append(errs, fmt.Errorf("close: kill %s: %w", cluster.BrokerName(n.id), err))
+				errs = append(errs, fmt.Errorf("close: kill %s: %w", links.BrokerName(n.id), err))
 			}
 			waits = append(waits, n.exited)
 		}

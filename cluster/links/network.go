@@ -1,4 +1,4 @@
-package cluster
+package links
 
 import (
 	"context"
@@ -862,4 +862,23 @@ func (l *Link) Heal(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// tlsClient runs a TLS client handshake on conn for the broker at addr (host:port); conn is
+// closed if the handshake fails.
+func tlsClient(ctx context.Context, conn net.Conn, conf *tls.Config, addr string) (net.Conn, error) {
+	c := conf.Clone()
+	if c.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		c.ServerName = host
+	}
+	tc := tls.Client(conn, c)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tc, nil
 }

@@ -1,4 +1,4 @@
-package cluster_test
+package links_test
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
-func newConnNetwork(t testing.TB, brokers ...string) *cluster.Network {
-	n, err := cluster.NewNetwork(context.Background(), cluster.NetworkOptions{ProcessLinks: cluster.LinkModeConn})
+func newConnNetwork(t testing.TB, brokers ...string) *links.Network {
+	n, err := links.NewNetwork(context.Background(), links.NetworkOptions{ProcessLinks: links.LinkModeConn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestConnLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := n.ProcessLink(3, 1)
-	if l == nil || l.Mode() != cluster.LinkModeConn || len(l.Proxies()) != 0 {
+	if l == nil || l.Mode() != links.LinkModeConn || len(l.Proxies()) != 0 {
 		t.Fatalf("link p3→b1 = %v, want a conn link without proxies", l)
 	}
 	if err := roundTrip(ctx, dial, b1); err != nil {
@@ -73,7 +73,7 @@ func TestConnLinks(t *testing.T) {
 
 	// reset_peer on the chain when a connection starts (toxiproxy's engine would assert TCP
 	// on both ends of a connection that starts with its own reset toxic).
-	if err := l.AddToxic(ctx, cluster.Toxic{Type: "reset_peer", Attributes: map[string]any{"timeout": 0}}); err != nil {
+	if err := l.AddToxic(ctx, links.Toxic{Type: "reset_peer", Attributes: map[string]any{"timeout": 0}}); err != nil {
 		t.Fatal(err)
 	}
 	ts, err := l.Toxics(ctx)
@@ -96,7 +96,7 @@ func TestConnLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer open2.Close()
-	if err := l.AddToxic(ctx, cluster.Toxic{Type: "timeout", Attributes: map[string]any{"timeout": 0}}); err != nil {
+	if err := l.AddToxic(ctx, links.Toxic{Type: "timeout", Attributes: map[string]any{"timeout": 0}}); err != nil {
 		t.Fatal(err)
 	}
 	_ = open2.SetDeadline(time.Now().Add(300 * time.Millisecond))
@@ -106,7 +106,7 @@ func TestConnLinks(t *testing.T) {
 	if _, err := io.ReadFull(open2, make([]byte, 4)); !isTimeout(err) {
 		t.Fatalf("read through a black hole: %v, want a timeout", err)
 	}
-	if err := l.AddToxic(ctx, cluster.Toxic{Type: "no_such_toxic"}); err == nil {
+	if err := l.AddToxic(ctx, links.Toxic{Type: "no_such_toxic"}); err == nil {
 		t.Fatal("an unknown toxic type was accepted")
 	}
 	if err := n.HealAll(ctx); err != nil {
@@ -121,8 +121,8 @@ func TestConnLinks(t *testing.T) {
 }
 
 func TestParseLinkMode(t *testing.T) {
-	if _, err := cluster.NewNetwork(context.Background(), cluster.NetworkOptions{ProcessLinks: "pipes"}); err == nil ||
-		!errors.As(err, new(*cluster.OptionError)) {
+	if _, err := links.NewNetwork(context.Background(), links.NetworkOptions{ProcessLinks: "pipes"}); err == nil ||
+		!errors.As(err, new(*links.OptionError)) {
 		t.Fatalf("NewNetwork with ProcessLinks \"pipes\": %v, want an OptionError", err)
 	}
 }
@@ -152,7 +152,7 @@ func BenchmarkLinkRoundTrip(b *testing.B) {
 	for _, size := range []int{100, 16 << 10} {
 		for _, c := range []struct {
 			name string
-			dial cluster.DialFunc
+			dial links.DialFunc
 		}{{"plain", plain}, {"proxy", proxyDial}, {"conn", connDial}} {
 			b.Run(fmt.Sprintf("%s/%dB", c.name, size), func(b *testing.B) {
 				conn, err := c.dial(ctx, "tcp", echo)

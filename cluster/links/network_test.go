@@ -1,4 +1,4 @@
-package cluster_test
+package links_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/internal/ports"
+	"github.com/fencecheck/fencecheck/cluster/links"
 )
 
 // echoServer stands in for a broker: it echoes what it reads.
@@ -32,8 +32,8 @@ func echoServer(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-func newNetwork(t testing.TB, brokers ...string) *cluster.Network {
-	n, err := cluster.NewNetwork(context.Background(), cluster.NetworkOptions{})
+func newNetwork(t testing.TB, brokers ...string) *links.Network {
+	n, err := links.NewNetwork(context.Background(), links.NetworkOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func newNetwork(t testing.TB, brokers ...string) *cluster.Network {
 }
 
 // roundTrip dials addr through dial and checks an echo.
-func roundTrip(ctx context.Context, dial cluster.DialFunc, addr string) error {
+func roundTrip(ctx context.Context, dial links.DialFunc, addr string) error {
 	conn, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return err
@@ -77,17 +77,17 @@ func TestNetwork(t *testing.T) {
 	}
 
 	t.Run("links - one per broker, stable names", func(t *testing.T) {
-		links, err := n.ProcessLinks(ctx, 3)
+		p3, err := n.ProcessLinks(ctx, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(links) != 2 || links[0].Name() != "p3→b1" || links[1].Name() != "p3→b2" || links[0].ID() != "p3-b1" {
-			t.Fatalf("links = %v", links)
+		if len(p3) != 2 || p3[0].Name() != "p3→b1" || p3[1].Name() != "p3→b2" || p3[0].ID() != "p3-b1" {
+			t.Fatalf("links = %v", p3)
 		}
-		if n.Link("p3→b1") != links[0] || n.Link("p3-b1") != links[0] || n.ProcessLink(3, 1) != links[0] {
+		if n.Link("p3→b1") != p3[0] || n.Link("p3-b1") != p3[0] || n.ProcessLink(3, 1) != p3[0] {
 			t.Fatal("lookups by display name, ASCII name and (process, broker) disagree")
 		}
-		if ps := links[0].Proxies(); len(ps) != 1 || ps[0].Name != "p3-b1" || ps[0].Upstream != b1 {
+		if ps := p3[0].Proxies(); len(ps) != 1 || ps[0].Name != "p3-b1" || ps[0].Upstream != b1 {
 			t.Fatalf("proxies = %+v", ps)
 		}
 	})
@@ -101,7 +101,7 @@ func TestNetwork(t *testing.T) {
 	})
 
 	t.Run("dial unknown address - ErrUnknownAddress", func(t *testing.T) {
-		if _, err := dial(ctx, "tcp", "127.0.0.1:1"); !errors.Is(err, cluster.ErrUnknownAddress) {
+		if _, err := dial(ctx, "tcp", "127.0.0.1:1"); !errors.Is(err, links.ErrUnknownAddress) {
 			t.Fatalf("err = %v, want ErrUnknownAddress", err)
 		}
 	})
@@ -140,7 +140,7 @@ func TestNetwork(t *testing.T) {
 
 	t.Run("toxics - add, list, remove, heal all", func(t *testing.T) {
 		l := n.ProcessLink(3, 2)
-		if err := l.AddToxic(ctx, cluster.Toxic{Type: "latency", Stream: cluster.StreamUpstream, Attributes: map[string]any{"latency": 300}}); err != nil {
+		if err := l.AddToxic(ctx, links.Toxic{Type: "latency", Stream: links.StreamUpstream, Attributes: map[string]any{"latency": 300}}); err != nil {
 			t.Fatal(err)
 		}
 		ts, err := l.Toxics(ctx)
@@ -163,7 +163,7 @@ func TestNetwork(t *testing.T) {
 		if err := l.RemoveToxic(ctx, "latency_upstream"); err != nil {
 			t.Fatalf("removing a missing toxic: %v, want nil", err)
 		}
-		if err := l.AddToxic(ctx, cluster.Toxic{Type: "timeout", Attributes: map[string]any{"timeout": 0}}); err != nil {
+		if err := l.AddToxic(ctx, links.Toxic{Type: "timeout", Attributes: map[string]any{"timeout": 0}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := n.ProcessLink(3, 1).Disable(ctx); err != nil {
@@ -191,20 +191,10 @@ func TestNetwork(t *testing.T) {
 			c.Close()
 			t.Fatal("proxy still listening after Close")
 		}
-		if _, err := n.Dialer(ctx, 4); !errors.Is(err, cluster.ErrClosed) {
+		if _, err := n.Dialer(ctx, 4); !errors.Is(err, links.ErrClosed) {
 			t.Fatalf("Dialer after Close = %v, want ErrClosed", err)
 		}
 	})
-}
-
-func TestUnsupportedError(t *testing.T) {
-	err := cluster.Unsupported("external", "kill b1", "not ours")
-	if !errors.Is(err, cluster.ErrUnsupported) {
-		t.Fatal("Unsupported does not match ErrUnsupported")
-	}
-	if got, want := err.Error(), "external cluster: kill b1: unsupported (not ours)"; got != want {
-		t.Fatalf("Error() = %q, want %q", got, want)
-	}
 }
 
 // BenchmarkProcessLinks measures creating one process's links to 3 brokers
@@ -226,7 +216,7 @@ func BenchmarkProcessLinks(b *testing.B) {
 // ("bind: address already in use", seen in CI with the two test lanes).
 func TestDownLinkKeepsItsPortClaimed(t *testing.T) {
 	ctx := context.Background()
-	n, err := cluster.NewNetwork(ctx, cluster.NetworkOptions{})
+	n, err := links.NewNetwork(ctx, links.NetworkOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
