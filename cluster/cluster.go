@@ -75,6 +75,22 @@ type Isolator interface {
 	Unisolate(ctx context.Context, broker int32) error
 }
 
+// BrokerOp names an operation on one broker: a Cluster method (Kill, Pause,
+// Resume, Restart) or an Isolator's (Isolate, Unisolate). A fault says which
+// it calls (the nemesis's registry); a backend that runs them by the user's
+// commands (external) says which it has.
+type BrokerOp string
+
+// The broker operations.
+const (
+	OpKill      BrokerOp = "kill"
+	OpPause     BrokerOp = "pause"
+	OpResume    BrokerOp = "resume"
+	OpRestart   BrokerOp = "restart"
+	OpIsolate   BrokerOp = "isolate"
+	OpUnisolate BrokerOp = "unisolate"
+)
+
 // DialFunc has the signature of kgo.Dialer's function: it receives the
 // broker's advertised host:port.
 type DialFunc = links.DialFunc

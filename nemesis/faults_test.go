@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/embedded"
 	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
@@ -725,5 +726,70 @@ func TestFreezeFollowsTheHolder(t *testing.T) {
 	}
 	if err := inj.Recover(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// opRecorder is a cluster that records the broker operations called on it before it passes
+// them on.
+type opRecorder struct {
+	cluster.Cluster
+	mu  sync.Mutex
+	ops []cluster.BrokerOp
+}
+
+func (r *opRecorder) record(op cluster.BrokerOp) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !slices.Contains(r.ops, op) {
+		r.ops = append(r.ops, op)
+	}
+}
+
+func (r *opRecorder) Kill(ctx context.Context, b int32) error {
+	r.record(cluster.OpKill)
+	return r.Cluster.Kill(ctx, b)
+}
+
+func (r *opRecorder) Pause(ctx context.Context, b int32) error {
+	r.record(cluster.OpPause)
+	return r.Cluster.Pause(ctx, b)
+}
+
+func (r *opRecorder) Resume(ctx context.Context, b int32) error {
+	r.record(cluster.OpResume)
+	return r.Cluster.Resume(ctx, b)
+}
+
+func (r *opRecorder) Restart(ctx context.Context, b int32) error {
+	r.record(cluster.OpRestart)
+	return r.Cluster.Restart(ctx, b)
+}
+
+// TestBrokerOpsAreTheOnesCalled: the broker operations the registry says a fault needs
+// (BrokerOps: what an external cluster must have commands for, and what keeps a run off a
+// shared cluster) are the ones the fault and its heal call. isolate and move-coordinator call
+// theirs only on clusters that the embedded one is not (no peer links: an Isolator; not kfake).
+func TestBrokerOpsAreTheOnesCalled(t *testing.T) {
+	testenv.Light(t)
+	for _, fault := range []string{"kill", "restart", "pause", "partition", "latency"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := embedded.New(ctx, embedded.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close(context.Background()) })
+			rec := &opRecorder{Cluster: c}
+			f := newFixtureOn(t, rec, embeddedTiming, 1, nil)
+			f.heal(f.inject(nemesis.Spec{Fault: fault}))
+			rec.mu.Lock()
+			called := slices.Sorted(slices.Values(rec.ops))
+			rec.mu.Unlock()
+			if want := slices.Sorted(slices.Values(nemesis.BrokerOps(fault))); !slices.Equal(called, want) {
+				t.Errorf("%s and its heal called %v; the registry says it needs %v", fault, called, want)
+			}
+		})
 	}
 }

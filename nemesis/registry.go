@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/internal/units"
 )
 
@@ -47,6 +48,8 @@ type definition struct {
 	// kafka marks the Kafka-aware faults (kafka.go): their one-line form is their own, and
 	// they are not in the random schedule's default menu.
 	kafka bool
+	// needs are the broker operations the fault and its recovery call (BrokerOps).
+	needs []cluster.BrokerOp
 }
 
 // uses says which Target fields a fault reads.
@@ -144,6 +147,7 @@ var registry = []*definition{
 	},
 	{
 		name:      "kill",
+		needs:     []cluster.BrokerOp{cluster.OpKill, cluster.OpRestart},
 		summary:   "SIGKILL brokers (coordinator of a role, leader of its partition, random, ...) and start them again on recovery",
 		uses:      brokerUses,
 		sustained: true,
@@ -152,6 +156,7 @@ var registry = []*definition{
 	},
 	{
 		name:     "restart",
+		needs:    []cluster.BrokerOp{cluster.OpRestart},
 		summary:  "SIGKILL brokers and start them again at once, one after another interval apart (several: a rolling restart)",
 		uses:     brokerUses,
 		params:   []string{"interval"},
@@ -161,6 +166,7 @@ var registry = []*definition{
 	},
 	{
 		name:      "pause",
+		needs:     []cluster.BrokerOp{cluster.OpPause, cluster.OpResume},
 		summary:   "SIGSTOP brokers, nothing answers; SIGCONT (resume) on recovery",
 		uses:      brokerUses,
 		sustained: true,
@@ -169,6 +175,7 @@ var registry = []*definition{
 	},
 	{
 		name:      "isolate",
+		needs:     []cluster.BrokerOp{cluster.OpIsolate, cluster.OpUnisolate},
 		summary:   "cut brokers' inter-broker and controller links, refused or black hole (local, containers; external: its isolate command)",
 		uses:      brokerUses,
 		sustained: true,
@@ -187,10 +194,25 @@ var registry = []*definition{
 	},
 	{
 		name:    "move-coordinator",
+		needs:   []cluster.BrokerOp{cluster.OpKill, cluster.OpRestart},
 		summary: "move the transaction coordinator of a role (kfake: rehash; other clusters: kill its broker until recovery)",
 		uses:    uses{role: true, rolePhrase: "of"},
 		build:   newMoveCoordinator,
 	},
+}
+
+// BrokerOps returns the broker operations the fault named name calls, its recovery's
+// included (kill: kill, then restart), or nil for a fault that acts on no broker (link,
+// Kafka-request and freeze faults) or an unknown name. A fault with broker operations changes
+// the cluster under every later run, so such a run gets a cluster of its own; an external
+// cluster must have a command for each. isolate calls its operations only on a cluster
+// without peer links (external), and move-coordinator only off kfake, where it rehashes
+// coordinators instead; both still change the cluster for the runs after them.
+func BrokerOps(name string) []cluster.BrokerOp {
+	if d, ok := lookup(name); ok {
+		return slices.Clone(d.needs)
+	}
+	return nil
 }
 
 func lookup(name string) (*definition, bool) {

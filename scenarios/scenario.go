@@ -191,7 +191,7 @@ func (s *Scenario) Supports(kind string) error {
 	for _, r := range s.Requires {
 		switch {
 		case r == "peer-links" && kind == KindExternal && s.Cluster.BrokerCommands == "":
-			// With a commands file, CheckFaults below names the isolate commands it lacks.
+			// With a commands file, CheckFault below names the isolate commands it lacks.
 			return fmt.Errorf("scenario %s isolates brokers from their peers, which an external cluster does only with the isolate and unisolate commands of --broker-commands (cluster.broker_commands)", s.Name)
 		case r == "peer-links" && kind != KindLocal && kind != KindContainers && kind != KindExternal:
 			return fmt.Errorf("scenario %s needs inter-broker links behind proxies, which only the local and containers clusters have, or an external cluster's isolate command (not %s)", s.Name, kind)
@@ -215,8 +215,10 @@ func (s *Scenario) Supports(kind string) error {
 				}
 			}
 		}
-		if err := cmds.CheckFaults(named); err != nil {
-			return fmt.Errorf("scenario %s: %w", s.Name, err)
+		for _, f := range named {
+			if err := cmds.CheckFault(f, nemesis.BrokerOps(f)); err != nil {
+				return fmt.Errorf("scenario %s: %w", s.Name, err)
+			}
 		}
 	}
 	return nil

@@ -1,14 +1,10 @@
 package scenarios
 
 import (
-	"slices"
 	"strings"
-)
 
-// brokerFaults are the faults that act on brokers themselves rather than on a run's own links
-// or members: they kill, pause, restart or isolate a broker, or move a coordinator (which on
-// Apache Kafka kills its broker, and on kfake rehashes every coordinator).
-var brokerFaults = []string{"kill", "pause", "restart", "isolate", "move-coordinator"}
+	"github.com/fencecheck/fencecheck/nemesis"
+)
 
 // SharesCluster reports whether s may run on a cluster other runs use too (Options.Cluster):
 // true unless its schedule can inject a broker fault. Link and Kafka-request faults act on the
@@ -17,7 +13,7 @@ var brokerFaults = []string{"kill", "pause", "restart", "isolate", "move-coordin
 // leaders, coordinators and logs), so such a scenario gets a cluster of its own.
 func SharesCluster(s *Scenario) bool {
 	for _, f := range s.Nemesis.Faults() {
-		if slices.Contains(brokerFaults, f) {
+		if len(nemesis.BrokerOps(f)) > 0 {
 			return false
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/internal/atomicfile"
 )
 
@@ -150,57 +150,25 @@ func (c Commands) template(a Action) string {
 // Has reports whether a command is given for a.
 func (c Commands) Has(a Action) bool { return strings.TrimSpace(c.template(a)) != "" }
 
-// faultActions are the actions each broker fault needs: the fault and its
-// recovery, which heal-all uses too.
-var faultActions = map[string][]Action{
-	"kill":             {ActKill, ActRestart},
-	"move-coordinator": {ActKill, ActRestart},
-	"restart":          {ActRestart},
-	"pause":            {ActPause, ActResume},
-	"isolate":          {ActIsolate, ActUnisolate},
-}
-
-// BrokerFaults lists the faults that run broker commands, sorted; every other fault (links,
-// freezes, Kafka-aware faults) needs none.
-func BrokerFaults() []string {
-	out := make([]string, 0, len(faultActions))
-	for f := range faultActions {
-		out = append(out, f)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Missing names, for a fault, the commands it needs that are not given
-// (nil for a fault that needs none, such as a link fault).
-func (c Commands) Missing(fault string) []Action {
-	var out []Action
-	for _, a := range faultActions[fault] {
-		if !c.Has(a) {
-			out = append(out, a)
+// CheckFault returns an error naming the commands fault lacks: those of the broker
+// operations it needs (the nemesis's registry says which) that have no template. A fault
+// that needs none, such as a link fault, always passes.
+func (c Commands) CheckFault(fault string, needs []cluster.BrokerOp) error {
+	var names []string
+	for _, op := range needs {
+		if !c.Has(Action(op)) {
+			names = append(names, string(op))
 		}
 	}
-	return out
-}
-
-// CheckFaults returns an error naming, for the first fault that cannot run,
-// the commands to add.
-func (c Commands) CheckFaults(faults []string) error {
-	for _, f := range faults {
-		if m := c.Missing(f); len(m) > 0 {
-			names := make([]string, len(m))
-			for i, a := range m {
-				names[i] = string(a)
-			}
-			if len(names) == 1 {
-				return fmt.Errorf("fault %s needs the external cluster's %s command (give it in the --broker-commands file, field %s)",
-					f, names[0], names[0])
-			}
-			return fmt.Errorf("fault %s needs the external cluster's %s commands (give them in the --broker-commands file, fields %s)",
-				f, strings.Join(names, " and "), strings.Join(names, ", "))
-		}
+	switch len(names) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("fault %s needs the external cluster's %s command (give it in the --broker-commands file, field %s)",
+			fault, names[0], names[0])
 	}
-	return nil
+	return fmt.Errorf("fault %s needs the external cluster's %s commands (give them in the --broker-commands file, fields %s)",
+		fault, strings.Join(names, " and "), strings.Join(names, ", "))
 }
 
 func (c Commands) timeout() time.Duration {

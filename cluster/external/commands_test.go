@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencecheck/fencecheck/cluster"
 )
 
 func TestExpandQuotesValues(t *testing.T) {
@@ -95,20 +97,20 @@ func TestLoadCommands(t *testing.T) {
 	}
 }
 
-func TestCheckFaultsNamesTheMissingCommand(t *testing.T) {
+func TestCheckFaultNamesTheMissingCommand(t *testing.T) {
 	c := Commands{Kill: "k", Pause: "p"}
-	if err := c.CheckFaults([]string{"partition", "latency"}); err != nil {
-		t.Errorf("link faults need no command: %v", err)
+	if err := c.CheckFault("partition", nil); err != nil {
+		t.Errorf("a fault that needs no broker operation needs no command: %v", err)
 	}
-	err := c.CheckFaults([]string{"pause"})
+	err := c.CheckFault("pause", []cluster.BrokerOp{cluster.OpPause, cluster.OpResume})
 	if err == nil || !strings.Contains(err.Error(), "pause needs the external cluster's resume command") || !strings.Contains(err.Error(), "--broker-commands") {
 		t.Errorf("pause without resume: %v", err)
 	}
-	if err := c.CheckFaults([]string{"kill"}); err == nil || !strings.Contains(err.Error(), "restart") {
+	if err := c.CheckFault("kill", []cluster.BrokerOp{cluster.OpKill, cluster.OpRestart}); err == nil || !strings.Contains(err.Error(), "restart") {
 		t.Errorf("kill without restart: %v", err)
 	}
-	c.Isolate = "i {id}"
-	if err := c.CheckFaults([]string{"isolate"}); err == nil || !strings.Contains(err.Error(), "isolate needs the external cluster's unisolate command") {
-		t.Errorf("isolate without unisolate: %v", err)
+	err = Commands{}.CheckFault("isolate", []cluster.BrokerOp{cluster.OpIsolate, cluster.OpUnisolate})
+	if err == nil || !strings.Contains(err.Error(), "isolate needs the external cluster's isolate and unisolate commands (give them in the --broker-commands file, fields isolate, unisolate)") {
+		t.Errorf("isolate without either: %v", err)
 	}
 }
