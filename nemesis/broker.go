@@ -38,7 +38,11 @@ func (s *brokerSet) targets() []string {
 }
 
 func (s *brokerSet) window(desc string) Window {
-	return Window{Kind: historyKind(s.spec.Fault), Targets: s.targets(), Desc: desc}
+	ids := make([]int, len(s.brokers))
+	for i, b := range s.brokers {
+		ids[i] = int(b.ID)
+	}
+	return Window{Kind: historyKind(s.spec.Fault), Targets: s.targets(), Desc: desc, Target: &Target{Brokers: IDs(ids...)}}
 }
 
 // directPaths are the harness's own paths to the brokers (no process links).

@@ -74,7 +74,8 @@ func (f *moveCoordinator) Window() Window {
 		targets = append(targets, f.from.Name())
 	}
 	return Window{Kind: historyKind(f.spec.Fault), Targets: targets,
-		Desc: fmt.Sprintf("move the coordinator of %s (transactional id %s) off %s: %s", f.role, f.txnID, f.from.Name(), f.how)}
+		Desc:   fmt.Sprintf("move the coordinator of %s (transactional id %s) off %s: %s", f.role, f.txnID, f.from.Name(), f.how),
+		Target: &Target{Role: f.role}}
 }
 
 func (f *moveCoordinator) Inject(ctx context.Context) error {

@@ -43,4 +43,10 @@ type Window struct {
 	Targets []string
 	Desc    string
 	Member  *Member // the frozen member, for member-pause windows
+	// Target is the spec's target resolved, so that the spec with it repeats this fault
+	// (history.Fault.Spec): processes and brokers picked at random or by a role become their
+	// ids; a role picked at random becomes its name, and "the holder of" it stays a holder
+	// (whoever holds it at that moment of the replay); every process stays every process.
+	// nil: the spec's own target stands.
+	Target *Target
 }

@@ -793,3 +793,61 @@ func TestBrokerOpsAreTheOnesCalled(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordedSpecReplaysTheFault: the spec a fault-start event records (history.Fault.Spec)
+// parses, and injected again it acts on the same targets, for faults whose spec picks at
+// random (links, brokers, a Kafka fault's processes) or by a role (the coordinator of a role,
+// which the record names by id; every process, which it keeps): fencecheck shrink
+// replays a run's faults from it. Whether each fault holds is the other tests' business:
+// these are injected and healed without waiting for them to take hold.
+func TestRecordedSpecReplaysTheFault(t *testing.T) {
+	testenv.Light(t)
+	for _, spec := range []nemesis.Spec{
+		{Fault: "partition", Target: nemesis.Target{Processes: nemesis.Random(2), Brokers: nemesis.Random(2)}, For: ms(500)},
+		{Fault: "latency", For: ms(500)},
+		{Fault: "kill", Target: nemesis.Target{Brokers: nemesis.CoordinatorOf("role-1")}, For: ms(500)},
+		{Fault: "pause", For: ms(500)},
+		{Fault: "restart", Target: nemesis.Target{Brokers: nemesis.Random(2)}, Params: nemesis.Params{Interval: ms(100)}},
+		{Fault: "drop", Target: nemesis.Target{Processes: nemesis.Random(2)}, For: ms(500)},
+		{Fault: "delay", Target: nemesis.Target{Processes: nemesis.All()}, Params: nemesis.Params{API: "fetch", Delay: ms(100)}, For: ms(500)},
+	} {
+		t.Run(spec.Fault, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, 7, nil)
+			ctx := context.Background()
+			inject := func(s nemesis.Spec) []string {
+				t.Helper()
+				inj, err := f.n.Prepare(s)
+				if err == nil {
+					err = inj.Setup(ctx)
+				}
+				if err == nil {
+					err = inj.Inject(ctx)
+				}
+				if err != nil {
+					t.Fatalf("inject %s: %v", s, err)
+				}
+				targets := inj.Window().Targets
+				if err := inj.Heal(ctx); err != nil {
+					t.Fatalf("heal %s: %v", s, err)
+				}
+				return targets
+			}
+			first := inject(spec)
+			ws := f.rec.windows(t)
+			if len(ws) != 1 || ws[0].Spec == "" {
+				t.Fatalf("windows %+v: want one, with its spec", ws)
+			}
+			again, err := nemesis.ParseSpec(ws[0].Spec)
+			if err != nil {
+				t.Fatalf("the recorded spec %q does not parse: %v", ws[0].Spec, err)
+			}
+			if again.For != spec.For || again.Fault != spec.Fault {
+				t.Errorf("recorded %q: fault %s for %v, injected %s for %v", ws[0].Spec, again.Fault, again.For, spec.Fault, spec.For)
+			}
+			if second := inject(again); !slices.Equal(first, second) {
+				t.Errorf("recorded %q: the replay acts on %v, the fault acted on %v", ws[0].Spec, second, first)
+			}
+		})
+	}
+}

@@ -352,6 +352,13 @@ func (i *Injection) status() Status {
 func (i *Injection) windowEvent(id, at int64) history.Event {
 	e := history.Event{Type: history.TypeFaultStart, Time: at, Fault: id, Kind: i.window.Kind,
 		Targets: i.window.Targets, Desc: i.window.Desc, Step: i.step}
+	if i.spec.Fault != "" { // not a tracked fault
+		spec := i.spec
+		if t := i.window.Target; t != nil {
+			spec.Target = *t
+		}
+		e.Spec = spec.String()
+	}
 	if m := i.window.Member; m != nil {
 		e.Process, e.Role, e.Member = links.ProcessName(m.Process), m.Role, m.ID
 	}

@@ -124,6 +124,7 @@ type kafkaFault struct {
 	spec   Spec
 	action links.KafkaAction
 	procs  []int
+	holder string // the role whose holder the processes are, for a holder selector
 	role   string
 	txnID  string
 	how    string // how the processes were picked
@@ -155,6 +156,7 @@ func (k *kafkaFault) Setup(ctx context.Context) error {
 	k.procs, k.how = procs, processNames(procs)
 	if sel.Kind == SelectHolder {
 		k.how += " (holder of " + sel.Role + ")"
+		k.holder = sel.Role
 	}
 	if role != "" {
 		keys, err := k.n.roleKeys(role)
@@ -209,7 +211,17 @@ func (k *kafkaFault) Window() Window {
 		b.WriteString(" with " + p.Error)
 	}
 	fmt.Fprintf(&b, " for %v", k.spec.For)
-	return Window{Kind: historyKind(k.spec.Fault), Targets: targets, Desc: b.String()}
+	w := Window{Kind: historyKind(k.spec.Fault), Targets: targets, Desc: b.String()}
+	t := k.spec.Target
+	switch t.Processes.Kind {
+	case SelectDefault, SelectAll: // every process, in the replay too
+	case SelectHolder: // whoever holds the role then, as a freeze does
+		t.Processes = HolderOf(k.holder)
+	default:
+		t.Processes = IDs(slices.Sorted(slices.Values(k.procs))...)
+	}
+	w.Target = &t
+	return w
 }
 
 func (k *kafkaFault) Inject(ctx context.Context) error {

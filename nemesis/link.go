@@ -74,10 +74,20 @@ func (s *linkSet) resolve(ctx context.Context) error {
 
 func (s *linkSet) window(desc string) Window {
 	targets := make([]string, len(s.links))
+	var procs, brokers []int
 	for i, l := range s.links {
 		targets[i] = linkTarget(l)
+		if !slices.Contains(procs, l.Process()) {
+			procs = append(procs, l.Process())
+		}
+		if !slices.Contains(brokers, int(l.Broker())) {
+			brokers = append(brokers, int(l.Broker()))
+		}
 	}
-	return Window{Kind: historyKind(s.spec.Fault), Targets: targets, Desc: desc}
+	slices.Sort(procs)
+	slices.Sort(brokers)
+	return Window{Kind: historyKind(s.spec.Fault), Targets: targets, Desc: desc,
+		Target: &Target{Processes: IDs(procs...), Brokers: IDs(brokers...)}}
 }
 
 // expectLive probes the paths to brokers that are running until every result satisfies ok.

@@ -99,7 +99,8 @@ func (f *freeze) Window() Window {
 	}
 	m := f.m
 	return Window{Kind: historyKind(f.spec.Fault), Targets: []string{m.String()}, Member: &m,
-		Desc: fmt.Sprintf("freeze %s (holder of %s) at %s for %v", m, f.role, point, f.spec.For)}
+		Desc:   fmt.Sprintf("freeze %s (holder of %s) at %s for %v", m, f.role, point, f.spec.For),
+		Target: &Target{Role: f.role}}
 }
 
 // Inject arms the freeze. Its bound outlasts the window by WaitTimeout, so a member whose

@@ -409,6 +409,8 @@ func (d *decoder) decodeLine(line []byte, e *Event) error {
 			var v int64
 			v, err = l.int(32)
 			e.Step = int(v)
+		case "spec":
+			e.Spec, err = l.str(d)
 		case "targets":
 			err = l.array(func() error {
 				s, err := l.str(d)

@@ -61,8 +61,9 @@
 // # Faults
 //
 // The nemesis records each fault as a window: "fault-start" (fault id, kind, targets,
-// description, and "step", the number of the scripted step it carries out, when the header's
-// meta lists a script) and "fault-end" (with took_hold when the nemesis verified that the fault
+// description, "step", the number of the scripted step it carries out, when the header's
+// meta lists a script, and "spec", the fault as injected in the script's one-line form with
+// its targets resolved to what it acted on, so that replaying it repeats the fault) and "fault-end" (with took_hold when the nemesis verified that the fault
 // held). A paused member is a window of kind [KindMemberPause] that also names the process,
 // role and member; its window is the time the member was actually frozen, from reaching its
 // pause point until it resumed, not the time the freeze was armed or asked for. A window

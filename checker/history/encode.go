@@ -64,6 +64,7 @@ func appendEvent(buf []byte, e *Event) ([]byte, error) {
 		if e.Step != 0 {
 			buf = appendInt(buf, "step", int64(e.Step))
 		}
+		buf = appendOptString(buf, "spec", e.Spec)
 		if len(e.Targets) > 0 {
 			buf = append(buf, `,"targets":[`...)
 			for i, t := range e.Targets {

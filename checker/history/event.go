@@ -362,7 +362,8 @@ const (
 //   - invoke: ID, Time, Client (porcupine client id), Process, Member, Role, Kind, Args;
 //   - ok, fail, info: ID, Time, Result (ok), Error (the error class, fail and info) and
 //     Message (what the transport said, fail and info; for people, never interpreted);
-//   - fault-start: Fault, Time, Kind, Targets, Desc, Step (a scripted step's number), and
+//   - fault-start: Fault, Time, Kind, Targets, Desc, Step (a scripted step's number), Spec
+//     (the fault's one-line form, targets resolved), and
 //     Process, Role, Member for a pause;
 //   - fault-end: Fault, Time, TookHold.
 type Event struct {
@@ -380,8 +381,9 @@ type Event struct {
 	Error   string
 	Message string
 
-	Fault    int64 // fault window id, unique in the run
-	Step     int   // the scripted step (1-based, in Meta.Script) the window carries out; 0: none
+	Fault    int64  // fault window id, unique in the run
+	Step     int    // the scripted step (1-based, in Meta.Script) the window carries out; 0: none
+	Spec     string // the fault as injected, its targets resolved (Fault.Spec)
 	Targets  []string
 	Desc     string
 	TookHold bool

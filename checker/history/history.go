@@ -70,14 +70,18 @@ type Op struct {
 
 // Fault is one fault window.
 type Fault struct {
-	ID       int64
-	Kind     Kind
-	Targets  []string
-	Desc     string
-	Process  string // member pauses
-	Role     string
-	Member   string
-	Step     int // the scripted step (1-based, in Meta.Script) it carries out; 0: none
+	ID      int64
+	Kind    Kind
+	Targets []string
+	Desc    string
+	Process string // member pauses
+	Role    string
+	Member  string
+	Step    int // the scripted step (1-based, in Meta.Script) it carries out; 0: none
+	// Spec is the fault as injected in its one-line form, its targets resolved to what it
+	// acted on: replayed at Start, it repeats this fault (fencecheck shrink). "" in histories
+	// written before it was recorded, and for faults the harness only tracked.
+	Spec     string
 	Start    int64
 	End      int64 // Never while the window never closed
 	TookHold bool
@@ -186,7 +190,7 @@ func (b *Builder) Add(e *Event) error {
 		b.faults[e.Fault] = int32(len(b.h.Faults))
 		b.h.Faults = append(b.h.Faults, Fault{
 			ID: e.Fault, Kind: e.Kind, Targets: e.Targets, Desc: e.Desc,
-			Process: e.Process, Role: e.Role, Member: e.Member, Step: e.Step,
+			Process: e.Process, Role: e.Role, Member: e.Member, Step: e.Step, Spec: e.Spec,
 			Start: e.Time, End: Never,
 		})
 		return nil

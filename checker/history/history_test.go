@@ -111,6 +111,7 @@ type wire struct {
 	Error    string        `json:"error"`
 	Fault    int64         `json:"fault"`
 	Step     int           `json:"step"`
+	Spec     string        `json:"spec"`
 	Targets  []string      `json:"targets"`
 	Desc     string        `json:"desc"`
 	TookHold bool          `json:"took_hold"`
@@ -125,7 +126,7 @@ func (w *wire) event(t testing.TB) history.Event {
 	}
 	e.Time, e.ID, e.Client, e.Process, e.Member, e.Role, e.Kind = w.Time, w.ID, w.Client, w.Process, w.Member, w.Role, history.Kind(w.Kind)
 	e.Error, e.Fault, e.Targets, e.Desc, e.TookHold, e.Format, e.Meta = w.Error, w.Fault, w.Targets, w.Desc, w.TookHold, w.Format, w.Meta
-	e.Step = w.Step
+	e.Step, e.Spec = w.Step, w.Spec
 	if a := w.Args; a != nil {
 		if a.Token != nil {
 			e.Args.Token = *a.Token
@@ -188,7 +189,8 @@ func TestScheduleAndStepsSurviveTheFile(t *testing.T) {
 		Script: []string{"at 4s freeze holder of r1 for 4s", "at 9s kill leader of r2 for 3s"}}
 	events := []history.Event{
 		{Type: history.TypeHeader, Meta: &meta},
-		{Type: history.TypeFaultStart, Fault: 1, Time: 5, Kind: "kill", Targets: []string{"b1"}, Step: 2},
+		{Type: history.TypeFaultStart, Fault: 1, Time: 5, Kind: "kill", Targets: []string{"b1"}, Step: 2,
+			Spec: "kill b1 for 3s"},
 		{Type: history.TypeFaultEnd, Fault: 1, Time: 9, TookHold: true},
 		{Type: history.TypeFaultStart, Fault: 2, Time: 6, Kind: "latency"},
 	}
@@ -210,8 +212,8 @@ func TestScheduleAndStepsSurviveTheFile(t *testing.T) {
 	if !reflect.DeepEqual(h.Meta, meta) {
 		t.Fatalf("meta %+v, want %+v", h.Meta, meta)
 	}
-	if len(h.Faults) != 2 || h.Faults[0].Step != 2 || h.Faults[1].Step != 0 {
-		t.Fatalf("faults %+v: want steps 2 and 0", h.Faults)
+	if len(h.Faults) != 2 || h.Faults[0].Step != 2 || h.Faults[1].Step != 0 || h.Faults[0].Spec != "kill b1 for 3s" || h.Faults[1].Spec != "" {
+		t.Fatalf("faults %+v: want steps 2 and 0, the first's spec", h.Faults)
 	}
 	var again bytes.Buffer
 	if err := history.Encode(&again, h); err != nil {

@@ -255,7 +255,7 @@ func Encode(dst io.Writer, h *History) error {
 		case x.fault && x.phase == 0:
 			f := &h.Faults[x.i]
 			e = Event{Type: TypeFaultStart, Time: f.Start, Fault: f.ID, Kind: f.Kind, Targets: f.Targets,
-				Desc: f.Desc, Process: f.Process, Role: f.Role, Member: f.Member, Step: f.Step}
+				Desc: f.Desc, Process: f.Process, Role: f.Role, Member: f.Member, Step: f.Step, Spec: f.Spec}
 		case x.fault:
 			f := &h.Faults[x.i]
 			e = Event{Type: TypeFaultEnd, Time: f.End, Fault: f.ID, TookHold: f.TookHold}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ type suiteJSON struct {
 		Scenario, System, Status, Verdict, Note, Cluster, Repeat, Mark string
 		Runs                                                           []struct {
 			Dir         string `json:"dir"`
+			Seed        uint64 `json:"seed"`
 			Verdict     string `json:"verdict"`
 			Command     string `json:"command"`
 			Interrupted bool   `json:"interrupted"`
@@ -89,13 +91,15 @@ func writeSuite(t *testing.T, text string) string {
 func checkFailingCell(t *testing.T, out, scenario, system string) {
 	t.Helper()
 	s := readSuite(t, out)
-	var report, repeat string
+	var report, repeat, runDir string
+	var seed uint64
 	for _, c := range s.Cells {
 		if (c.Scenario == scenario && c.System == system) != (c.Verdict == "invalid") {
 			t.Errorf("cell %s on %s: %s %s; want only %s on %s invalid", c.Scenario, c.System, c.Status, c.Verdict, scenario, system)
 		}
 		if c.Scenario == scenario && c.System == system && len(c.Runs) == 1 {
 			report, repeat = filepath.ToSlash(filepath.Join(c.Runs[0].Dir, "report.html")), c.Repeat
+			runDir, seed = filepath.Join(out, filepath.FromSlash(c.Runs[0].Dir)), c.Runs[0].Seed
 		}
 	}
 	if report == "" {
@@ -104,8 +108,16 @@ func checkFailingCell(t *testing.T, out, scenario, system string) {
 	if _, err := os.Stat(filepath.Join(out, report)); err != nil {
 		t.Errorf("the failing run's report: %v", err)
 	}
-	if !strings.Contains(repeat, "--transport mutant:ack-fenced --seed ") {
-		t.Errorf("repeat command %q does not repeat the mutant's run", repeat)
+	// The repeat names the run's directory (in a merged suite, its place in the merged tree),
+	// which keeps the mutant transport, and the run's seed.
+	if want := fmt.Sprintf("fencecheck run %s --seed %d", runDir, seed); repeat != want {
+		t.Errorf("repeat command %q, want %q", repeat, want)
+	}
+	var info struct {
+		Transport string `json:"transport"`
+	}
+	if b, err := os.ReadFile(filepath.Join(runDir, "run.json")); err != nil || json.Unmarshal(b, &info) != nil || info.Transport != "mutant:ack-fenced" {
+		t.Errorf("the repeated run's run.json (%v) keeps transport %q, want the mutant's", err, info.Transport)
 	}
 	index, err := os.ReadFile(filepath.Join(out, "index.html"))
 	if err != nil {
@@ -186,7 +198,7 @@ cells:
 			t.Errorf("progress on stderr lacks %q:\n%s", want, &stderr)
 		}
 	}
-	if !strings.Contains(stdout.String(), "steady on kfake-tv2: invalid; repeat: fencecheck run steady") {
+	if !strings.Contains(stdout.String(), "steady on kfake-tv2: invalid; repeat: fencecheck run "+out) {
 		t.Errorf("stdout does not name the failing cell:\n%s", &stdout)
 	}
 	checkFailingCell(t, out, "steady", "kfake-tv2")

@@ -48,6 +48,9 @@ func TestRemapSteps(t *testing.T) {
 	}
 }
 
+// TestExplicitFromWindows: each window's recorded spec becomes a step at the window's start,
+// counted from the first invocation and rounded to 100 ms; a window without a recorded spec
+// (a history from before they were recorded) is an error naming it.
 func TestExplicitFromWindows(t *testing.T) {
 	s, _, err := scenarios.Builtin("chaos")
 	if err != nil {
@@ -56,11 +59,13 @@ func TestExplicitFromWindows(t *testing.T) {
 	h := &history.History{
 		Ops: []history.Op{{ID: 1, Invoke: 900e6}, {ID: 2, Invoke: 800e6}},
 		Faults: []history.Fault{
-			{ID: 1, Kind: "limit-data", Targets: []string{"p3->b0", "p3->b1", "p3->b2"}, Start: 8_830e6, End: 12_900e6},
-			{ID: 2, Kind: "isolate", Targets: []string{"b1", "b1->b0", "b1->b2"}, Start: 16_800e6, End: 21e9},
-			{ID: 3, Kind: history.KindMemberPause, Targets: []string{"p2/r3/m1"}, Role: "r3", Start: 24_810e6, End: 29e9},
-			{ID: 4, Kind: "move-coordinator", Targets: []string{"txn:fencecheck.1-1.coordination/r2"}, Start: 32_800e6, End: 37e9},
-			{ID: 5, Kind: "restart", Targets: []string{"b2"}, Start: 40_800e6, End: 45e9},
+			{ID: 1, Kind: "limit-data", Targets: []string{"p3->b0", "p3->b1", "p3->b2"}, Start: 8_830e6, End: 12_900e6,
+				Spec: "limit-data p3 from b0,b1,b2 with bytes=64 direction=downstream toxicity=1 for 4s"},
+			{ID: 2, Kind: "isolate", Targets: []string{"b1", "b1->b0", "b1->b2"}, Start: 16_800e6, End: 21e9, Spec: "isolate b1 for 4s"},
+			{ID: 3, Kind: history.KindMemberPause, Targets: []string{"p2/r3/m1"}, Role: "r3", Start: 24_810e6, End: 29e9, Spec: "freeze holder of r3 for 4s"},
+			{ID: 4, Kind: "move-coordinator", Targets: []string{"txn:fencecheck.1-1.coordination/r2"}, Start: 32_800e6, End: 37e9, Spec: "move-coordinator of r2 for 4s"},
+			{ID: 5, Kind: "restart", Targets: []string{"b2"}, Start: 40_800e6, End: 45e9, Spec: "restart b2"},
+			{ID: 6, Kind: "hold", Targets: []string{"p3:produce"}, Start: 42_510e6, Spec: "hold produce of holder of r2 until endtxn for 1s"},
 		},
 	}
 	steps, err := Explicit(s, h)
@@ -68,14 +73,19 @@ func TestExplicitFromWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"at 8s limit-data p3 from b0,b1,b2 for 4s",
+		"at 8s limit-data p3 from b0,b1,b2 with direction=downstream bytes=64 toxicity=1 for 4s",
 		"at 16s isolate b1 for 4s",
-		"at 24s freeze holder of r3 for 4s", // twice the 2 s lease
+		"at 24s freeze holder of r3 for 4s",
 		"at 32s move-coordinator of r2 for 4s",
 		"at 40s restart b2",
+		"at 41.7s hold produce of holder of r2 until endtxn for 1s",
 	}
 	if got := stepLines(steps); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("script:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	h.Faults = append(h.Faults, history.Fault{ID: 7, Kind: "kill", Targets: []string{"b1"}, Start: 44e9})
+	if _, err := Explicit(s, h); err == nil || !strings.Contains(err.Error(), "fault window 7") || !strings.Contains(err.Error(), "run the scenario again") {
+		t.Errorf("a window without its spec: %v, want an error naming the window and what to do", err)
 	}
 }
 
@@ -245,44 +255,6 @@ nemesis:
       - {fault: delay, params: {api: endtxn}}
 duration: 8s
 `
-
-// TestExplicitKafkaWindows turns the windows of Kafka-aware faults into script steps: the
-// menu's request type (or the window's, when the menu names none), parameters and duration;
-// a holder replayed as the holder of the role it picked, a random pick as its processes,
-// every process as all; two entries of one fault told apart by request type.
-func TestExplicitKafkaWindows(t *testing.T) {
-	s, err := scenarios.Parse("kafka-chaos.yaml", []byte(kafkaChaos))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &history.History{
-		Ops: []history.Op{{ID: 1, Invoke: 1e9}},
-		Faults: []history.Fault{
-			{ID: 1, Kind: "hold", Targets: []string{"p3:produce"}, Desc: "hold produce of p3 (holder of r2) narrowed to r2 (txn fencecheck.1-1.coordination/r2) until endtxn for 1s", Start: 2_510e6},
-			{ID: 2, Kind: "drop-response", Targets: []string{"p2:endtxn"}, Desc: "drop-response endtxn of p2, first 1 for 1s", Start: 4e9},
-			{ID: 3, Kind: "delay", Targets: []string{"p1:produce", "p2:produce", "p3:produce", "p4:produce"}, Desc: "delay produce of p1,p2,p3,p4 by 300ms for 800ms", Start: 5_500e6},
-			{ID: 4, Kind: "delay", Targets: []string{"p1:endtxn", "p2:endtxn", "p3:endtxn", "p4:endtxn"}, Desc: "delay endtxn of p1,p2,p3,p4 by 1s for 1s", Start: 7e9},
-		},
-	}
-	steps, err := Explicit(s, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
-		"at 1.5s hold produce of holder of r2 until endtxn for 1s",
-		"at 3s drop-response endtxn of p2 first 1 for 1s",
-		"at 4.5s delay produce of all with delay=300ms for 800ms",
-		"at 6s delay endtxn of all for 1s",
-	}
-	if got := stepLines(steps); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("script:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	// A holder's window that does not say whose holder it picked is an error naming it.
-	h.Faults = []history.Fault{{ID: 7, Kind: "hold", Targets: []string{"p3:produce"}, Desc: "hold produce of p3", Start: 2e9}}
-	if _, err := Explicit(s, h); err == nil || !strings.Contains(err.Error(), "fault window 7") {
-		t.Errorf("a holder's window without its role: %v, want an error naming the window", err)
-	}
-}
 
 // TestLoadKafkaRunKeepsItsTiming: a run on Apache Kafka stores its scenario with the on_kafka
 // timing applied and still listed; the runner applies it to every scenario it runs on Kafka.

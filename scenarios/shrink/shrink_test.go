@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
@@ -335,7 +336,7 @@ func TestShrinkKafkaAwareFaults(t *testing.T) {
 		t.Fatalf("script %q for %d fault windows", o.Scenario.Nemesis.Script, len(want))
 	}
 	for i, st := range o.Steps {
-		if string(want[i].Kind) != st.Fault || !isKafka(st.Fault) {
+		if string(want[i].Kind) != st.Fault || slices.Contains(nemesis.DefaultMenu(), st.Fault) {
 			t.Errorf("step %d %q for window %s %v: want the same Kafka-aware fault", i+1, st, want[i].Kind, want[i].Targets)
 		}
 	}
@@ -348,8 +349,8 @@ func TestShrinkKafkaAwareFaults(t *testing.T) {
 		t.Fatalf("the replay injected %d faults, the original %d\nscript: %q", len(got), len(want), o.Scenario.Nemesis.Script)
 	}
 	for i := range want {
-		if got[i].Kind != want[i].Kind {
-			t.Errorf("fault %d: replay %s, original %s", i+1, got[i].Kind, want[i].Kind)
+		if got[i].Kind != want[i].Kind || got[i].Spec != want[i].Spec {
+			t.Errorf("fault %d: replay %s %q, original %s %q", i+1, got[i].Kind, got[i].Spec, want[i].Kind, want[i].Spec)
 		}
 	}
 

@@ -105,8 +105,10 @@ func Merge(dirs []string, opts MergeOptions) (*Report, error) {
 			for j := range c.Runs {
 				if c.Runs[j].Dir != "" {
 					c.Runs[j].Dir = rebase(opts.Out, dir, c.Runs[j].Dir)
+					c.Runs[j].Command = repeatCommand(opts.Out, c.Runs[j])
 				}
 			}
+			c.finish() // its repeat command, from the rebased runs
 			k := key{c.Scenario, c.System}
 			n, seen := index[k]
 			if !seen {

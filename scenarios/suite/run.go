@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -312,6 +313,13 @@ func runOne(ctx context.Context, c *plannedCell, shared cluster.Cluster, opts Op
 		Seconds: time.Since(began).Seconds(), Command: out.Command, Why: out.Results.NotValid(),
 		Interrupted: out.Interrupted,
 	}, nil
+}
+
+// repeatCommand is the command that repeats run r of a suite written to out: its run
+// directory (which keeps the scenario as it ran and the transport) and its seed. A merged
+// suite rebuilds it for the run directory's place in the merged tree.
+func repeatCommand(out string, r CellRun) string {
+	return "fencecheck run " + scenarios.ShellQuote(filepath.Join(out, filepath.FromSlash(r.Dir))) + " --seed " + strconv.FormatUint(r.Seed, 10)
 }
 
 // relOrAbs is target relative to base when it can be, else target as an absolute path.
