@@ -38,6 +38,11 @@ var forbidden = []struct {
 	{pkg: "scenarios/shrink", forbidden: []string{"cmd/..."}},
 	// suite runs many scenarios through scenarios.Run and writes one page; the command wires it.
 	{pkg: "scenarios/suite", forbidden: []string{"cmd/..."}},
+	// soak and selftest are campaigns like suite and shrink: the command line only wires them.
+	{pkg: "scenarios/soak", forbidden: []string{"cmd/..."}},
+	{pkg: "scenarios/selftest", forbidden: []string{"cmd/..."}},
+	// What the campaigns share (a lock, seeds, runs side by side) knows nothing of a run.
+	{pkg: "scenarios/campaign", forbidden: []string{"..."}, allowed: []string{"scenarios/campaign"}},
 }
 
 // match reports whether the module-relative path p matches pattern (exact, "x/..." for x and
@@ -102,7 +107,7 @@ func TestImportRules(t *testing.T) {
 // one search, and scenarios/suite many runs into one suite directory, so each is a composition
 // root of its own, beside scenarios. internal/atomicfile is a leaf with no fencecheck in it
 // (soak writes its table with it), not a door to anything.
-var commandImports = []string{"scenarios", "scenarios/shrink", "scenarios/suite", "checker", "reports", "internal/atomicfile"}
+var commandImports = []string{"scenarios", "scenarios/shrink", "scenarios/suite", "scenarios/soak", "scenarios/selftest", "scenarios/campaign", "checker", "reports"}
 
 // TestCommandsOnlyWire fails when a command imports a module package other than
 // commandImports.

@@ -9,8 +9,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { extraCommands = append(extraCommands, newAdapter) }
-
 func newAdapter() *cobra.Command {
 	var (
 		mutantName   string

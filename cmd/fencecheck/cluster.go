@@ -14,8 +14,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { extraCommands = append(extraCommands, newClusterCmd) }
-
 func newClusterCmd() *cobra.Command {
 	c := &cobra.Command{Use: "cluster", Short: "Start a cluster by hand"}
 	var spec scenarios.ClusterSpec

@@ -14,8 +14,6 @@ import (
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
-func init() { extraCommands = append(extraCommands, newHealCmd) }
-
 // newHealCmd heals an external cluster after a fencecheck process died mid-fault: attaching
 // to it runs the unisolate, resume and restart commands for every broker its state file lists.
 func newHealCmd() *cobra.Command {

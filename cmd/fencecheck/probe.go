@@ -16,8 +16,6 @@ import (
 	"github.com/fencecheck/fencecheck/scenarios"
 )
 
-func init() { extraCommands = append(extraCommands, newProbeCmd) }
-
 // probeStartTimeout bounds connecting to (or starting) the cluster to probe.
 const probeStartTimeout = 2 * time.Minute
 

@@ -26,10 +26,16 @@ Exit codes: 0 valid, 1 invalid (a guarantee was violated), 2 unknown or inconclu
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("%s: %s (see %s --help)", c.CommandPath(), flagProblem(err), c.CommandPath())
 	})
-	root.AddCommand(newCheck(), newReport(), newVersion())
-	for _, add := range extraCommands {
-		root.AddCommand(add())
-	}
+	// Every command, in one place: running (run, suite, soak, selftest, shrink), reading a
+	// run (check, report), what there is (scenarios, faults), clusters (probe, cluster, heal)
+	// and the adapter of the exec protocol.
+	root.AddCommand(
+		newRun(), newSuite(), newSoak(), newSelftest(), newShrink(),
+		newCheck(), newReport(),
+		newScenariosCmd(), newFaultsCmd(),
+		newProbeCmd(), newClusterCmd(), newHealCmd(),
+		newAdapter(), newVersion(),
+	)
 	refuseUnknownSubcommands(root)
 	return root
 }
@@ -101,9 +107,6 @@ func flagProblem(err error) string {
 	}
 	return fmt.Sprintf("%s %q: want %s", flag, value, want)
 }
-
-// extraCommands are added by the files that define them, so root.go needs no edit per command.
-var extraCommands []func() *cobra.Command
 
 // exactArgs is cobra.ExactArgs with a usage exit code.
 func exactArgs(n int) cobra.PositionalArgs {

@@ -17,8 +17,6 @@ import (
 	"golang.org/x/term"
 )
 
-func init() { extraCommands = append(extraCommands, newRun, newScenariosCmd, newFaultsCmd) }
-
 // DefaultScenario runs when `fencecheck run` names none.
 const DefaultScenario = "steady"
 

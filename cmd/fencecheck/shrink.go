@@ -12,8 +12,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { extraCommands = append(extraCommands, newShrink) }
-
 func newShrink() *cobra.Command {
 	var opts shrink.Options
 	c := &cobra.Command{

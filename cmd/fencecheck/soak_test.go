@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,17 +12,18 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/internal/testenv"
+	"github.com/fencecheck/fencecheck/scenarios/soak"
 )
 
 // soakJSONFile is what the tests read of soak.json.
 type soakJSONFile struct {
-	Commands []string  `json:"commands"`
-	Stopped  string    `json:"stopped"`
-	Rows     []soakRow `json:"rows"`
-	Total    soakRow   `json:"total"`
-	Runs     []soakRun `json:"runs"`
+	Commands []string      `json:"commands"`
+	Stopped  string        `json:"stopped"`
+	Rows     []soak.Row    `json:"rows"`
+	Total    soak.Row      `json:"total"`
+	Runs     []soak.Record `json:"runs"`
 	// NotValid is compared with Runs, so it is read as its own type.
-	NotValid []soakRun `json:"not_valid"`
+	NotValid []soak.Record `json:"not_valid"`
 }
 
 func readSoak(t *testing.T, dir string) soakJSONFile {
@@ -250,63 +249,6 @@ func TestSoakInterrupt(t *testing.T) {
 			t.Errorf("soak.md lacks %q:\n%s", want, md)
 		}
 	}
-}
-
-// TestFlockWait: the soak's per-run lock waits while another holder has the lock, is granted
-// when it is released, and gives up at once when the context ends (Ctrl-C), releasing the lock
-// it was still waiting for as soon as that is granted.
-func TestFlockWait(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "heavy.lock")
-	hold := func() *os.File {
-		fh, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX); err != nil {
-			t.Fatal(err)
-		}
-		return fh
-	}
-	other := hold()
-	granted, waited := make(chan func(), 1), make(chan struct{})
-	go func() {
-		unlock, err := flockWait(context.Background(), path, func() { close(waited) })
-		if err != nil {
-			t.Error(err)
-		}
-		granted <- unlock
-	}()
-	select {
-	case <-granted:
-		t.Fatal("flockWait returned while another process held the lock")
-	case <-time.After(300 * time.Millisecond): // a wait that must not end: nothing to await
-	}
-	<-waited // it said it was waiting
-	other.Close()
-	unlock := <-granted
-	// Held by flockWait now: a non-blocking attempt by another file must fail.
-	probe, _ := os.OpenFile(path, os.O_RDWR, 0)
-	defer probe.Close()
-	if err := syscall.Flock(int(probe.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
-		t.Fatal("the lock was not held after flockWait returned")
-	}
-	unlock()
-
-	other = hold()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := flockWait(ctx, path, nil)
-		done <- err
-	}()
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("flockWait after cancel: %v, want context.Canceled", err)
-	}
-	other.Close()
-	// The abandoned wait is granted the lock and must let it go again.
-	last := hold()
-	last.Close()
 }
 
 // TestSoakUsageErrors: bad soak arguments are usage errors (254) that name the flag or the

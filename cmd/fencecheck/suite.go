@@ -12,11 +12,10 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/scenarios/campaign"
 	"github.com/fencecheck/fencecheck/scenarios/suite"
 	"github.com/spf13/cobra"
 )
-
-func init() { extraCommands = append(extraCommands, newSuite) }
 
 type suiteFlags struct {
 	out, baseline, lock string
@@ -105,7 +104,7 @@ func runSuite(c *cobra.Command, arg string, f suiteFlags) error {
 		CheckTimeout: f.checkTimeout, Command: "fencecheck " + strings.Join(os.Args[1:], " ")}
 	if f.lock != "" {
 		opts.Lock = func(ctx context.Context) (func(), error) {
-			return flockWait(ctx, f.lock, func() { fmt.Fprintf(c.ErrOrStderr(), "        waiting for the lock %s\n", f.lock) })
+			return campaign.Lock(ctx, f.lock, func() { fmt.Fprintf(c.ErrOrStderr(), "        waiting for the lock %s\n", f.lock) })
 		}
 	}
 	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)

@@ -1,4 +1,4 @@
-package main
+package soak
 
 import (
 	"bytes"
@@ -18,14 +18,14 @@ import (
 
 // The soak's table files, in its --out folder.
 const (
-	soakMarkdown = "soak.md"
-	soakJSON     = "soak.json"
-	// soakFormat is the version of soak.json.
-	soakFormat = 1
+	MarkdownFile = "soak.md"
+	JSONFile     = "soak.json"
+	// FormatVersion is the version of soak.json.
+	FormatVersion = 1
 )
 
-// soakRun is one run of a soak, as soak.json records it.
-type soakRun struct {
+// Record is one run of a soak, as soak.json records it.
+type Record struct {
 	Scenario string          `json:"scenario"`
 	Cluster  string          `json:"cluster"`
 	Seed     uint64          `json:"seed"`
@@ -40,7 +40,9 @@ type soakRun struct {
 	Command     string    `json:"command"`
 }
 
-func (r soakRun) line() string {
+// Line is the record as the soak's progress prints it; a run that was not valid also names
+// why and its directory.
+func (r Record) Line() string {
 	s := fmt.Sprintf("%s on %s, seed %d: %s in %.0fs", r.Scenario, r.Cluster, r.Seed, r.Verdict, r.Seconds)
 	if r.Interrupted {
 		s += " (interrupted, not counted)"
@@ -51,8 +53,8 @@ func (r soakRun) line() string {
 	return s
 }
 
-// soakRow counts the verdicts of one scenario on one cluster kind.
-type soakRow struct {
+// Row counts the verdicts of one scenario on one cluster kind.
+type Row struct {
 	Scenario     string `json:"scenario"`
 	Cluster      string `json:"cluster"`
 	Runs         int    `json:"runs"`
@@ -63,7 +65,7 @@ type soakRow struct {
 	Error        int    `json:"error"`
 }
 
-func (w *soakRow) count(v checker.Verdict) {
+func (w *Row) count(v checker.Verdict) {
 	w.Runs++
 	switch v {
 	case checker.VerdictValid:
@@ -79,13 +81,14 @@ func (w *soakRow) count(v checker.Verdict) {
 	}
 }
 
-func (w soakRow) summary() string {
+// Summary is the row's counts in one line.
+func (w Row) Summary() string {
 	return fmt.Sprintf("%d runs: %d valid, %d invalid, %d inconclusive, %d unknown, %d error",
 		w.Runs, w.Valid, w.Invalid, w.Inconclusive, w.Unknown, w.Error)
 }
 
-// soakTable is soak.json: the counts are derived from Runs each time it is written.
-type soakTable struct {
+// Table is soak.json: the counts are derived from Runs each time it is written.
+type Table struct {
 	Format int `json:"format"`
 	// Commands are the soak commands that added runs to this table (a continued soak has
 	// several), oldest first.
@@ -94,37 +97,37 @@ type soakTable struct {
 	Updated  time.Time `json:"updated"`
 	// Stopped says why the soak ended before its runs were done ("" if it completed or is
 	// still running).
-	Stopped  string    `json:"stopped,omitempty"`
-	Rows     []soakRow `json:"rows"`
-	Total    soakRow   `json:"total"`
-	NotValid []soakRun `json:"not_valid"`
-	Runs     []soakRun `json:"runs"`
+	Stopped  string   `json:"stopped,omitempty"`
+	Rows     []Row    `json:"rows"`
+	Total    Row      `json:"total"`
+	NotValid []Record `json:"not_valid"`
+	Runs     []Record `json:"runs"`
 }
 
-// loadSoak reads dir/soak.json if there is one (to continue that soak), else returns an
+// Load reads dir/soak.json if there is one (to continue that soak), else returns an
 // empty table.
-func loadSoak(dir string) (*soakTable, error) {
-	b, err := os.ReadFile(filepath.Join(dir, soakJSON))
+func Load(dir string) (*Table, error) {
+	b, err := os.ReadFile(filepath.Join(dir, JSONFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return &soakTable{Format: soakFormat}, nil
+		return &Table{Format: FormatVersion}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var t soakTable
+	var t Table
 	if err := json.Unmarshal(b, &t); err != nil {
-		return nil, fmt.Errorf("%s: %w (not a soak table; use another --out)", filepath.Join(dir, soakJSON), err)
+		return nil, fmt.Errorf("%s: %w (not a soak table; use another --out)", filepath.Join(dir, JSONFile), err)
 	}
-	if t.Format != soakFormat {
-		return nil, fmt.Errorf("%s: format %d, this fencecheck writes %d", filepath.Join(dir, soakJSON), t.Format, soakFormat)
+	if t.Format != FormatVersion {
+		return nil, fmt.Errorf("%s: format %d, this fencecheck writes %d", filepath.Join(dir, JSONFile), t.Format, FormatVersion)
 	}
 	return &t, nil
 }
 
-func (t *soakTable) add(r soakRun) { t.Runs = append(t.Runs, r) }
+func (t *Table) add(r Record) { t.Runs = append(t.Runs, r) }
 
 // counted is how many counted (not interrupted) runs of scenario on cluster the table holds.
-func (t *soakTable) counted(scenario, cluster string) int {
+func (t *Table) counted(scenario, cluster string) int {
 	n := 0
 	for _, r := range t.Runs {
 		if !r.Interrupted && r.Scenario == scenario && r.Cluster == cluster {
@@ -136,9 +139,9 @@ func (t *soakTable) counted(scenario, cluster string) int {
 
 // tabulate derives Rows, Total and NotValid from Runs. Rows are sorted by cluster kind, then
 // scenario.
-func (t *soakTable) tabulate() {
-	rows := map[[2]string]*soakRow{}
-	t.Total = soakRow{Scenario: "total"}
+func (t *Table) tabulate() {
+	rows := map[[2]string]*Row{}
+	t.Total = Row{Scenario: "total"}
 	t.NotValid = nil
 	for _, r := range t.Runs {
 		if r.Verdict != checker.VerdictValid {
@@ -149,7 +152,7 @@ func (t *soakTable) tabulate() {
 		}
 		k := [2]string{r.Cluster, r.Scenario}
 		if rows[k] == nil {
-			rows[k] = &soakRow{Scenario: r.Scenario, Cluster: r.Cluster}
+			rows[k] = &Row{Scenario: r.Scenario, Cluster: r.Cluster}
 		}
 		rows[k].count(r.Verdict)
 		t.Total.count(r.Verdict)
@@ -167,28 +170,29 @@ func (t *soakTable) tabulate() {
 	})
 }
 
-func (t *soakTable) totals() soakRow {
+// Totals is the row of every counted run of the table.
+func (t *Table) Totals() Row {
 	t.tabulate()
 	return t.Total
 }
 
 // write rewrites soak.json and soak.md in dir, each atomically (a rename), so a reader or a
 // killed soak never leaves a half-written table.
-func (t *soakTable) write(dir string) error {
+func (t *Table) write(dir string) error {
 	t.tabulate()
 	t.Updated = time.Now().UTC()
 	b, err := json.MarshalIndent(t, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, soakJSON), append(b, '\n')); err != nil {
+	if err := writeAtomic(filepath.Join(dir, JSONFile), append(b, '\n')); err != nil {
 		return err
 	}
 	var md bytes.Buffer
-	if err := t.writeMarkdown(&md); err != nil {
+	if err := t.WriteMarkdown(&md); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, soakMarkdown), md.Bytes())
+	return writeAtomic(filepath.Join(dir, MarkdownFile), md.Bytes())
 }
 
 func writeAtomic(path string, b []byte) error {
@@ -198,9 +202,9 @@ func writeAtomic(path string, b []byte) error {
 	return nil
 }
 
-// writeMarkdown renders the table: counts per scenario and cluster kind, then every run that
+// WriteMarkdown renders the table: counts per scenario and cluster kind, then every run that
 // was not valid with its seed, why, run directory and repeat command.
-func (t *soakTable) writeMarkdown(w io.Writer) error {
+func (t *Table) WriteMarkdown(w io.Writer) error {
 	t.tabulate()
 	var b strings.Builder
 	b.WriteString("# fencecheck soak\n\n")
@@ -215,7 +219,7 @@ func (t *soakTable) writeMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "Started %s, updated %s (%s).\n\n", t.Started.Format(time.RFC3339), t.Updated.Format(time.RFC3339), state)
 	b.WriteString("| scenario | cluster | runs | valid | invalid | inconclusive | unknown | error |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
-	row := func(r soakRow) {
+	row := func(r Row) {
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d |\n",
 			r.Scenario, r.Cluster, r.Runs, r.Valid, r.Invalid, r.Inconclusive, r.Unknown, r.Error)
 	}
