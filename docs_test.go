@@ -280,3 +280,69 @@ func tableText(t *testing.T, text, head string) string {
 	}
 	return rest
 }
+
+// envVar is a FENCECHECK_* variable's name.
+var envVar = regexp.MustCompile(`FENCECHECK_[A-Z0-9_]*[A-Z0-9]`)
+
+// TestEnvironmentTable: every FENCECHECK_* variable the code, the scripts and the adapters
+// read or set has a row in docs/environment.md, and every variable that table names is still
+// in them, so what stays an environment variable is documented in one place.
+func TestEnvironmentTable(t *testing.T) {
+	inCode := map[string]string{}
+	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", ".venv", "runs", "docs", "testdata", ".ci":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(p) {
+		case ".go", ".sh", ".mk", ".py", ".js":
+		default:
+			if d.Name() != "Makefile" {
+				return nil
+			}
+		}
+		if p == "docs_test.go" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, v := range envVar.FindAllString(string(b), -1) {
+			if _, ok := inCode[v]; !ok {
+				inCode[v] = p
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("docs/environment.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inDoc := map[string]bool{}
+	for _, v := range envVar.FindAllString(string(doc), -1) {
+		inDoc[v] = true
+	}
+	if len(inCode) < 40 {
+		t.Fatalf("found %d variables in the tree; the walk misses files", len(inCode))
+	}
+	for v, where := range inCode {
+		if !inDoc[v] {
+			t.Errorf("%s (in %s) has no row in docs/environment.md", v, where)
+		}
+	}
+	for v := range inDoc {
+		if _, ok := inCode[v]; !ok {
+			t.Errorf("docs/environment.md names %s, which nothing reads or sets any more", v)
+		}
+	}
+}
