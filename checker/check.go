@@ -109,6 +109,7 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Results, err
 		}()
 		c.measureExposure()
 	}()
+	c.measureLiveness() // plain arithmetic over the lease writes, after the checks that guard it
 	c.checkCoverage()
 	c.finish(start)
 	t := c.res.Timings

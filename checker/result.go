@@ -122,6 +122,8 @@ type Results struct {
 	Coverage []Result `json:"coverage"`
 	// Exposure is the measured split-brain exposure (not a verdict).
 	Exposure Exposure `json:"exposure"`
+	// Liveness is how well the roles were held and renewed (advisory, not a verdict).
+	Liveness Liveness `json:"liveness"`
 	// Visualized are the roles whose porcupine visualization was written.
 	Visualized []string `json:"visualized,omitempty"`
 	Timings    Timings  `json:"timings"`

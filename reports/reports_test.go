@@ -85,9 +85,12 @@ func TestReportValidRun(t *testing.T) {
 	if res.Verdict != checker.VerdictValid {
 		t.Fatalf("generated history judged %s, want valid", res.Verdict)
 	}
+	if l := res.Liveness; !l.Measured || l.HeldFraction <= 0 || l.HeldFraction > 1 || l.Renewals == 0 {
+		t.Errorf("liveness %+v: want measured, a held fraction in (0, 1], renewals", l)
+	}
 	page := read(t, dir.Report())
 	for _, want := range []string{`id="verdict"`, `<div class="v">valid</div>`, `id="guarantees"`, "token-monotonic",
-		"no-zombie-commit", `class="timeline`, "<svg", "fencecheck run unit --seed 7"} {
+		"no-zombie-commit", `class="timeline`, "<svg", "fencecheck run unit --seed 7", `<p id="liveness">Roles held `} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
 		}
