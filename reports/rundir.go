@@ -185,6 +185,20 @@ type RunInfo struct {
 	Interrupted bool              `json:"interrupted,omitempty"`
 	// Expanded is the scenario with every default filled in, as the runner used it.
 	Expanded json.RawMessage `json:"expanded_scenario,omitempty"`
+	// Resources is what the fencecheck process used for the run, once it has ended (checked
+	// included); nil before.
+	Resources *Resources `json:"resources,omitempty"`
+}
+
+// Resources is what a run cost the fencecheck process (the harness, the transports and, on
+// the embedded cluster, kfake): CPU time and wall time from the run's start to the end of its
+// check, and the process's peak resident memory. Runs side by side in one process (selftest)
+// share the CPU time and the peak; on a local or containers cluster the brokers' JVMs are not
+// counted.
+type Resources struct {
+	WallSeconds  float64 `json:"wall_seconds"`
+	CPUSeconds   float64 `json:"cpu_seconds"` // user and system
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
 }
 
 // WriteRunInfo writes run.json.

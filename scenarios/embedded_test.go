@@ -44,6 +44,9 @@ func TestRunWithoutSeedEmbedded(t *testing.T) {
 	if want := "fencecheck run " + string(out.Dir) + " --seed " + strconv.FormatUint(info.Seed, 10); info.Command != want || out.Command != want {
 		t.Errorf("stored command %q (outcome %q), want %q", info.Command, out.Command, want)
 	}
+	if rs := info.Resources; rs == nil || rs.WallSeconds < 6 || rs.CPUSeconds <= 0 || rs.PeakRSSBytes < 1<<20 {
+		t.Errorf("run.json resources %+v: want the run's wall time (over its 6 s), CPU time and peak RSS", rs)
+	}
 	fromRun, _, err := scenarios.FromRun(string(out.Dir))
 	if err != nil {
 		t.Fatal(err)

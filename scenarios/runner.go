@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
@@ -117,7 +118,7 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 		return nil, err
 	}
 	command := "fencecheck run " + ShellQuote(string(dir)) + " --seed " + strconv.FormatUint(opts.Seed, 10)
-	r := &runner{s: s, opts: opts, dir: dir, started: started, start: start, command: command,
+	r := &runner{s: s, opts: opts, dir: dir, started: started, start: start, command: command, cpuAtStart: cpuTime(),
 		out: &Outcome{Dir: dir, Seed: opts.Seed, Command: command}}
 	logFile, err := os.Create(dir.HarnessLog())
 	if err != nil {
@@ -149,9 +150,13 @@ type runner struct {
 	dir     reports.Dir
 	started time.Time
 	command string // repeats this run (Outcome.Command)
-	log     *slog.Logger
-	out     *Outcome
-	start   workload.StartFunc // the transport under test
+	// cpuAtStart is the process's CPU time when the run started; resources what the run
+	// cost, once it is checked.
+	cpuAtStart time.Duration
+	resources  *reports.Resources
+	log        *slog.Logger
+	out        *Outcome
+	start      workload.StartFunc // the transport under test
 
 	cl      cluster.Cluster
 	hist    *history.Writer
@@ -501,6 +506,13 @@ func (r *runner) check(ctx context.Context) {
 	if res != nil {
 		r.say("verdict      %s (exit %d); report: %s", res.Verdict, res.ExitCode, r.dir.Report())
 	}
+	r.resources = measureResources(r.started, r.cpuAtStart)
+	if rs := r.resources; rs.WallSeconds > 0 {
+		r.say("resources    %.1f cores over %.0fs, peak RSS %.1f GiB (this process)", rs.CPUSeconds/rs.WallSeconds, rs.WallSeconds, float64(rs.PeakRSSBytes)/(1<<30))
+	}
+	if err := r.writeRunInfo(r.out.Interrupted); err != nil {
+		r.log.Error("run.json with the run's resources", "err", err)
+	}
 }
 
 // writeRunInfo writes run.json: first before the cluster starts, again at the end.
@@ -515,6 +527,7 @@ func (r *runner) writeRunInfo(interrupted bool) error {
 		Kafka: r.s.Cluster.KafkaVersion, TxnVersion: r.s.Cluster.TransactionVersion,
 		Processes: r.s.Workload.Processes, Roles: r.s.Workload.Roles, Members: r.s.Workload.MembersPerRole,
 		Duration: r.s.Duration.D(), Transport: r.opts.Transport, Interrupted: interrupted, Expanded: expanded,
+		Resources: r.resources,
 	}
 	if r.cl != nil {
 		ci := r.cl.Info()
@@ -602,4 +615,24 @@ func processVersions(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s TV%d", p, m[p]))
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// measureResources is what the run that started at started, with the process's CPU time at
+// cpu0, cost up to now.
+func measureResources(started time.Time, cpu0 time.Duration) *reports.Resources {
+	res := &reports.Resources{WallSeconds: time.Since(started).Seconds(), CPUSeconds: (cpuTime() - cpu0).Seconds()}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		res.PeakRSSBytes = ru.Maxrss * 1024 // Linux reports kilobytes
+	}
+	return res
 }
