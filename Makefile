@@ -162,24 +162,19 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./transport/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=3x ./checker/...
-	$(GO) test -run '^$$' -bench BenchmarkLinkRoundTrip -count 3 ./cluster/
+	$(GO) test -run '^$$' -bench BenchmarkLinkRoundTrip -count 3 ./cluster/links/
 
-## scale: the fleet shapes on the embedded cluster (not in make test): 2,000 processes of one
-## role each and 500 processes of four roles each, 400 roles of 5 members, conn links; then
-## 500 members on one role. The 12 s lease stretches the load's intervals with it (6x the low
-## preset's). Override with SCALE=..., SCALE_LINKS, SCALE_DURATION, SCALE_LEASE, and
-## SCALE_CLUSTER=local for three Kafka JVMs (make kafka). Then holder-partition among 2,000
-## processes (scenarios/fleet), which must come out valid.
-SCALE ?= 2000x400x5,500x400x5,500x1
-SCALE_LINKS ?= conn
-SCALE_DURATION ?= 60s
-SCALE_LEASE ?= 12s
-SCALE_CLUSTER ?= embedded
-scale:
-	FENCECHECK_SCALE=$(SCALE) FENCECHECK_SCALE_LINKS=$(SCALE_LINKS) FENCECHECK_SCALE_DURATION=$(SCALE_DURATION) \
-	FENCECHECK_SCALE_LEASE=$(SCALE_LEASE) FENCECHECK_SCALE_CLUSTER=$(SCALE_CLUSTER) \
-	$(GO) test ./workload -run '^TestScale$$' -v -timeout 60m
-	FENCECHECK_FLEET=1 $(GO) test ./scenarios -run '^TestFleetScenario$$' -v -timeout 30m
+## scale: the fleets of scenarios/fleet (not in make test), each a fencecheck run that must
+## come out valid: 500 candidates for one role, 500 processes of four roles and 2,000 processes
+## of one role each (400 roles of 5), without faults, then holder-partition among the 2,000.
+## Embedded cluster and conn links as the files say; SCALE_FLAGS adds run flags, such as
+## SCALE_FLAGS='--cluster local' (make kafka) or '--duration 30s'. Each run's liveness is in
+## its results.json and report, what it cost in its run.json (resources); runs go to runs/scale.
+SCALE_FILES ?= scenarios/fleet/steady-500-one-role.yaml scenarios/fleet/steady-500x4.yaml \
+	scenarios/fleet/steady-2000.yaml scenarios/fleet/holder-partition-2000.yaml
+SCALE_FLAGS ?=
+scale: build
+	./bin/fencecheck run $(SCALE_FILES) --out runs/scale --seed 1 $(SCALE_FLAGS)
 
 clean:
 	rm -rf bin
