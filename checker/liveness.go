@@ -14,9 +14,10 @@ type Liveness struct {
 	// Measured is false when the history gives no lease duration or has no ok lease write;
 	// the other fields are then zero.
 	Measured bool `json:"measured"`
-	// HeldFraction is the fraction of the workload's span (the first invocation to the last
-	// completion of an operation other than a final read) during which a role had a lease
-	// renewed within its lease, averaged over the roles: an ok lease write covers from its
+	// HeldFraction is the fraction of the workload's span (the first invocation to the first
+	// final read's, when the workload had stopped; without final reads, to the last
+	// completion) during which a role had a lease renewed within its lease, averaged over the
+	// roles: an ok lease write covers from its
 	// completion to its invocation plus the lease (none when it completed later than that).
 	// MinHeldFraction is the lowest role's, MinHeldRole that role.
 	HeldFraction    float64 `json:"held_fraction"`
@@ -46,13 +47,19 @@ func measureLiveness(h *history.History, lease int64) Liveness {
 		pid  int64
 		ep   int16
 	}
-	begin, end := int64(-1), int64(-1)
+	begin, end, finalAt := int64(-1), int64(-1), int64(-1)
 	held := map[string][][2]int64{} // per role: the intervals its ok lease writes cover
 	last := map[holding]int64{}     // per holding: its last ok lease write's invocation
 	var gaps []int64
 	for i := range h.Ops {
 		op := &h.Ops[i]
-		if op.Kind == history.KindFinalRead || op.Role == "" {
+		if op.Role == "" {
+			continue
+		}
+		if op.Kind == history.KindFinalRead {
+			if finalAt < 0 || op.Invoke < finalAt {
+				finalAt = op.Invoke
+			}
 			continue
 		}
 		if begin < 0 || op.Invoke < begin {
@@ -74,6 +81,9 @@ func measureLiveness(h *history.History, lease int64) Liveness {
 		if prev, ok := last[k]; !ok || op.Invoke > prev {
 			last[k] = op.Invoke
 		}
+	}
+	if finalAt >= 0 { // the workload stopped before the final reads; the reads after them are not its
+		end = finalAt
 	}
 	if len(held) == 0 || end <= begin {
 		return l

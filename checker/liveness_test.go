@@ -6,7 +6,8 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 )
 
-// TestLivenessHeldFractionAndGaps: two roles over a 10 s span with a 2 s lease; r1 renews at
+// TestLivenessHeldFractionAndGaps: two roles over an 8 s span (to the first final read; the
+// read after it does not stretch the span) with a 2 s lease; r1 renews at
 // 0, 1, 2 s (each write taking 100 ms) and then never again, so it holds from 0.1 s to 4 s;
 // r2 has no ok lease write and holds nothing. The gaps are r1's two renewals, 1 s each; a
 // write under another token starts a new holding, not a gap.
@@ -24,16 +25,17 @@ func TestLivenessHeldFractionAndGaps(t *testing.T) {
 		write("r1", 2*s, tok(1), history.TypeOK),
 		write("r1", 2*s+s/2, tok(2), history.TypeOK), // another holding: no gap, covers to 4.5 s
 		write("r2", 3*s, tok(1), history.TypeFail),
-		{Role: "r2", Kind: history.KindDescribe, Invoke: 9 * s, Return: 10 * s, Type: history.TypeOK},
-		{Role: "r1", Kind: history.KindFinalRead, Invoke: 11 * s, Return: 12 * s, Type: history.TypeOK},
+		{Role: "r2", Kind: history.KindDescribe, Invoke: 7 * s, Return: 7*s + s/2, Type: history.TypeOK},
+		{Role: "r1", Kind: history.KindFinalRead, Invoke: 8 * s, Return: 9 * s, Type: history.TypeOK},
+		{Role: "r2", Kind: history.KindRead, Invoke: 10 * s, Return: 11 * s, Type: history.TypeOK}, // a settled read
 	}}
 	l := measureLiveness(h, 2*s)
 	if !l.Measured {
 		t.Fatal("not measured")
 	}
-	// r1: [0.1, 4.5] of [0, 10] = 0.44; r2: 0. Mean 0.22, lowest r2.
-	if d := l.HeldFraction - 0.22; d > 1e-9 || d < -1e-9 || l.MinHeldFraction != 0 || l.MinHeldRole != "r2" {
-		t.Errorf("held %.4f (min %.4f %s), want 0.22 (min 0 r2)", l.HeldFraction, l.MinHeldFraction, l.MinHeldRole)
+	// r1: [0.1, 4.5] of [0, 8] = 0.55; r2: 0. Mean 0.275, lowest r2.
+	if d := l.HeldFraction - 0.275; d > 1e-9 || d < -1e-9 || l.MinHeldFraction != 0 || l.MinHeldRole != "r2" {
+		t.Errorf("held %.4f (min %.4f %s), want 0.275 (min 0 r2)", l.HeldFraction, l.MinHeldFraction, l.MinHeldRole)
 	}
 	if l.Renewals != 2 || l.RenewalGapP50 != s || l.RenewalGapMax != s {
 		t.Errorf("renewals %d, p50 %d, max %d; want 2 gaps of 1 s", l.Renewals, l.RenewalGapP50, l.RenewalGapMax)
