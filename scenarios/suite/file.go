@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/scenarios"
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -102,6 +103,13 @@ type Exception struct {
 	Transport string `json:"transport,omitempty" yaml:"transport,omitempty"`
 	// Duration replaces the run's duration.
 	Duration scenarios.Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
+	// Expect is the verdict each run of the cell must give (default valid): invalid for a
+	// regression that must show its bug again, such as a mutant that switches a workaround
+	// off. A run that gives it passes; an expected violation that did not show is
+	// inconclusive.
+	Expect checker.Verdict `json:"expect,omitempty" yaml:"expect,omitempty"`
+	// Seed, when set, is the seed of every run of the cell: one schedule, tried Repeats times.
+	Seed uint64 `json:"seed,omitempty" yaml:"seed,omitempty"`
 }
 
 //go:embed builtin/*.yaml
@@ -275,6 +283,11 @@ func (f *File) validate() error {
 		if err := checkTransport(e.Transport); err != nil {
 			return fmt.Errorf("%s.transport: %w", field, err)
 		}
+		switch e.Expect {
+		case "", checker.VerdictValid, checker.VerdictInvalid, checker.VerdictInconclusive:
+		default:
+			return fmt.Errorf("%s.expect: %q, want valid, invalid or inconclusive", field, e.Expect)
+		}
 	}
 	return nil
 }
@@ -349,6 +362,12 @@ func (f *File) exception(scenario, system string) Exception {
 		}
 		if e.Duration > 0 {
 			out.Duration = e.Duration
+		}
+		if e.Expect != "" {
+			out.Expect = e.Expect
+		}
+		if e.Seed != 0 {
+			out.Seed = e.Seed
 		}
 	}
 	return out

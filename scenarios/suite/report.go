@@ -72,6 +72,9 @@ type Cell struct {
 	// Repeat is the command that repeats the cell's first failing run (else its first run)
 	// with its seed.
 	Repeat string `json:"repeat,omitempty"`
+	// Expect is the verdict the cell's runs must give, when not valid (a regression's); the
+	// cell's Verdict is then valid when every run gave it (see CellRun.judged).
+	Expect checker.Verdict `json:"expect,omitempty"`
 	// Flaky: the verdict differs across the repeats of this cell.
 	Flaky bool `json:"flaky,omitempty"`
 	// Mark compares the cell with the baseline: new failure, fixed, still failing (or none).
@@ -82,13 +85,43 @@ type Cell struct {
 // CellRun is one run of a cell.
 type CellRun struct {
 	// Dir is the run directory, relative to the suite directory.
-	Dir         string          `json:"dir"`
-	Seed        uint64          `json:"seed"`
-	Verdict     checker.Verdict `json:"verdict"`
-	Seconds     float64         `json:"seconds"`
-	Command     string          `json:"command"`
-	Why         []string        `json:"why,omitempty"` // the failing checks of a run that is not valid
+	Dir     string          `json:"dir"`
+	Seed    uint64          `json:"seed"`
+	Verdict checker.Verdict `json:"verdict"`
+	Seconds float64         `json:"seconds"`
+	Command string          `json:"command"`
+	Why     []string        `json:"why,omitempty"` // the failing checks of a run that is not valid
+	// Expected is the verdict the run had to give, when not valid (Cell.Expect).
+	Expected    checker.Verdict `json:"expected,omitempty"`
 	Interrupted bool            `json:"interrupted,omitempty"`
+}
+
+// judged is what the run counts as in its cell: its verdict, or, for a run that had to give
+// Expected, valid when it did, inconclusive when an expected violation did not show (the
+// regression proved nothing), and its own verdict otherwise (an error stays an error; an
+// unexpected violation stays invalid).
+func (r CellRun) judged() checker.Verdict {
+	switch {
+	case r.Expected == "" || r.Expected == checker.VerdictValid:
+		return r.Verdict
+	case r.Verdict == r.Expected:
+		return checker.VerdictValid
+	case r.Expected == checker.VerdictInvalid && r.Verdict == checker.VerdictValid:
+		return checker.VerdictInconclusive
+	}
+	return r.Verdict
+}
+
+// label is the run's verdict, with what it had to give when that was not valid: "invalid, as
+// expected", "valid, expected invalid".
+func (r CellRun) label() string {
+	switch {
+	case r.Expected == "" || r.Expected == checker.VerdictValid:
+		return string(r.Verdict)
+	case r.Verdict == r.Expected:
+		return string(r.Verdict) + ", as expected"
+	}
+	return fmt.Sprintf("%s, expected %s", r.Verdict, r.Expected)
 }
 
 // failing reports whether a cell that ran is not valid.
@@ -105,9 +138,9 @@ func (c *Cell) finish() {
 	c.Repeat = c.Runs[0].Command
 	repeatSet := false
 	for _, r := range c.Runs {
-		vs = append(vs, r.Verdict)
+		vs = append(vs, r.judged())
 		c.Seconds += r.Seconds
-		if r.Verdict != checker.VerdictValid && !repeatSet {
+		if r.judged() != checker.VerdictValid && !repeatSet {
 			c.Repeat, repeatSet = r.Command, true
 		}
 	}

@@ -42,6 +42,7 @@ type plannedCell struct {
 	s         *scenarios.Scenario
 	repeats   int
 	transport string
+	seed      uint64 // every run's, when set
 	shared    bool
 	key       string // the cluster spec; cells with one key can share a cluster
 }
@@ -70,6 +71,10 @@ func (f *File) Plan(noReuse bool) ([]*plannedCell, error) {
 				if ex.Transport != "" {
 					c.transport = ex.Transport
 				}
+				if ex.Expect != checker.VerdictValid {
+					c.Expect = ex.Expect
+				}
+				c.seed = ex.Seed
 				s.UseCluster(sys.Cluster)
 				if sys.KafkaVersion != "" {
 					s.Cluster.KafkaVersion = sys.KafkaVersion
@@ -224,7 +229,7 @@ func Run(ctx context.Context, f *File, opts Options) (*Report, error) {
 				if sc.err != nil {
 					done++
 					why := "error: shared cluster " + sc.label + ": " + sc.err.Error()
-					c.Runs = append(c.Runs, CellRun{Verdict: checker.VerdictError, Why: []string{why}})
+					c.Runs = append(c.Runs, CellRun{Verdict: checker.VerdictError, Why: []string{why}, Expected: c.Expect})
 					fmt.Fprintf(opts.Console, "[%d/%d] %s × %s: %s\n", done, total, c.Scenario, c.System, why)
 					continue
 				}
@@ -237,7 +242,7 @@ func Run(ctx context.Context, f *File, opts Options) (*Report, error) {
 				return rep, err
 			}
 			c.Runs = append(c.Runs, r)
-			fmt.Fprintf(opts.Console, "[%d/%d] %s × %s: %s in %.0fs → %s\n", done, total, c.Scenario, c.System, r.Verdict,
+			fmt.Fprintf(opts.Console, "[%d/%d] %s × %s: %s in %.0fs → %s\n", done, total, c.Scenario, c.System, r.label(),
 				r.Seconds, filepath.Join(opts.Out, r.Dir))
 			if shared != nil && (r.Verdict == checker.VerdictError || r.Interrupted) {
 				// The shared cluster may be what failed: the next cell gets a new one.
@@ -298,12 +303,12 @@ func runOne(ctx context.Context, c *plannedCell, shared cluster.Cluster, opts Op
 	began := time.Now()
 	out, err := scenarios.Run(ctx, c.s, scenarios.Options{
 		Root: filepath.Join(opts.Out, RunsDir), Console: io.Discard, CheckTimeout: opts.CheckTimeout,
-		Transport: c.transport, Cluster: shared,
+		Transport: c.transport, Cluster: shared, Seed: c.seed,
 	})
 	if errors.Is(err, scenarios.ErrScenario) {
 		// What the plan could not see, such as a system's adapter that is not built: this
 		// cell's error, and the suite goes on.
-		return CellRun{Verdict: checker.VerdictError, Why: []string{"error: " + err.Error()}}, nil
+		return CellRun{Verdict: checker.VerdictError, Why: []string{"error: " + err.Error()}, Expected: c.Expect}, nil
 	}
 	if err != nil {
 		return CellRun{}, err
@@ -311,7 +316,7 @@ func runOne(ctx context.Context, c *plannedCell, shared cluster.Cluster, opts Op
 	return CellRun{
 		Dir: relOrAbs(opts.Out, string(out.Dir)), Seed: out.Seed, Verdict: out.Results.Verdict,
 		Seconds: time.Since(began).Seconds(), Command: out.Command, Why: out.Results.NotValid(),
-		Interrupted: out.Interrupted,
+		Interrupted: out.Interrupted, Expected: c.Expect,
 	}, nil
 }
 

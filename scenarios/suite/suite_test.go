@@ -423,3 +423,74 @@ systems:
 		t.Errorf("exit %d, want %d (invalid outranks a harness error)", rep.ExitCode, checker.ExitCode(checker.VerdictInvalid))
 	}
 }
+
+// TestExpectedVerdicts: a cell that must come out invalid (a regression's mutant) passes when
+// it does, and is inconclusive when the violation does not show (the real transport); a cell's
+// seed is every run's (ack-fenced shows in steady about 3.5 s in, well inside the 8 s); the suite exits valid when every cell gave what it had to, and the
+// JUnit case of an expected verdict passes or fails by it.
+func TestExpectedVerdicts(t *testing.T) {
+	t.Parallel()
+	f, err := Parse("s.yaml", "", []byte(`name: expect
+budget: 5m
+duration: 8s
+scenarios: [steady]
+systems:
+  - {name: broken, cluster: embedded, transport: 'mutant:ack-fenced'}
+  - {name: real, cluster: embedded}
+cells:
+  - {scenario: steady, expect: invalid, seed: 42}
+  - {system: broken, repeats: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	rep, err := Run(context.Background(), f, Options{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]checker.Verdict{"broken": checker.VerdictValid, "real": checker.VerdictInconclusive}
+	runs := map[string]int{"broken": 2, "real": 1}
+	for _, c := range rep.Cells {
+		if c.Verdict != want[c.System] || c.Expect != checker.VerdictInvalid || len(c.Runs) != runs[c.System] {
+			t.Errorf("%s: verdict %s expect %q, %d runs; want %s, invalid, %d", c.System, c.Verdict, c.Expect, len(c.Runs), want[c.System], runs[c.System])
+		}
+		for _, r := range c.Runs {
+			if r.Seed != 42 {
+				t.Errorf("%s: a run with seed %d, want the cell's 42", c.System, r.Seed)
+			}
+		}
+	}
+	if rep.Verdict != checker.VerdictInconclusive {
+		t.Errorf("suite verdict %s, want inconclusive (the real transport's expected violation did not show)", rep.Verdict)
+	}
+	b, err := os.ReadFile(filepath.Join(out, JUnitFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ju reports.JUnitSuites
+	if err := xml.Unmarshal(b, &ju); err != nil {
+		t.Fatal(err)
+	}
+	failures := map[string]int{}
+	for _, s := range ju.Suites {
+		for _, tc := range s.Cases {
+			if !strings.Contains(tc.Name, "expected invalid") {
+				t.Errorf("case %q of %s: want only the expected-verdict cases", tc.Name, tc.ClassName)
+			}
+			if tc.Failure != nil {
+				failures[tc.ClassName]++
+			}
+		}
+	}
+	if len(failures) != 1 || failures[firstKey(failures)] != 1 || !strings.Contains(firstKey(failures), "real") {
+		t.Errorf("JUnit failures %v: want the real system's run", failures)
+	}
+}
+
+func firstKey(m map[string]int) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}

@@ -124,10 +124,14 @@ func asCell(v any) *Cell {
 	return &c
 }
 
-// cellLabel is the verdict, or the status of a cell that did not run.
+// cellLabel is the verdict, or the status of a cell that did not run; a cell whose runs had to
+// give another verdict than valid and did reads "invalid, as expected".
 func cellLabel(c *Cell) string {
 	if c.Status != StatusRan {
 		return c.Status
+	}
+	if c.Expect != "" && c.Verdict == checker.VerdictValid {
+		return string(c.Expect) + ", as expected"
 	}
 	return string(c.Verdict)
 }
@@ -206,6 +210,18 @@ func mergeJUnit(dir string, rep *Report) ([]byte, error) {
 			report := path.Join(r.Dir, "report.html")
 			if r.Dir != "" {
 				s.Props = append(s.Props, reports.JUnitProp{Name: "report", Value: report})
+			}
+			if r.Expected != "" && r.Expected != checker.VerdictValid {
+				// The run's own checks fail by design: the case is whether it gave the verdict.
+				tc := reports.JUnitCase{Name: prefix + "expected " + string(r.Expected), ClassName: class}
+				if r.judged() != checker.VerdictValid {
+					tc.Failure = &reports.JUnitProblem{Type: string(r.judged()), Message: r.label(),
+						Body: fmt.Sprintf("report: %s\nrepeat: %s\n%s", report, r.Command, strings.Join(r.Why, "\n"))}
+					s.Failures++
+				}
+				s.Cases = append(s.Cases, tc)
+				s.Tests++
+				continue
 			}
 			var run reports.JUnitSuites
 			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(r.Dir), JUnitFile))
@@ -303,13 +319,13 @@ func Summary(rep *Report, linkBase string) []byte {
 		}
 		b.WriteString("\n")
 		for _, r := range c.Runs {
-			if r.Verdict == checker.VerdictValid {
+			if r.judged() == checker.VerdictValid {
 				continue
 			}
 			if r.Dir != "" {
-				fmt.Fprintf(&b, "  - [%s report](%s): %s\n", r.Verdict, link(linkBase, r.Dir), strings.Join(r.Why, ", "))
+				fmt.Fprintf(&b, "  - [%s report](%s): %s\n", r.label(), link(linkBase, r.Dir), strings.Join(r.Why, ", "))
 			} else {
-				fmt.Fprintf(&b, "  - %s: %s\n", r.Verdict, strings.Join(r.Why, ", "))
+				fmt.Fprintf(&b, "  - %s: %s\n", r.label(), strings.Join(r.Why, ", "))
 			}
 			if r.Command != "" {
 				fmt.Fprintf(&b, "    `%s`\n", r.Command)
@@ -324,10 +340,10 @@ func Summary(rep *Report, linkBase string) []byte {
 	return []byte(b.String())
 }
 
-// failingRun is the cell's first run that is not valid (else its first).
+// failingRun is the cell's first run that does not pass (else its first).
 func (c *Cell) failingRun() CellRun {
 	for _, r := range c.Runs {
-		if r.Verdict != checker.VerdictValid {
+		if r.judged() != checker.VerdictValid {
 			return r
 		}
 	}
