@@ -52,13 +52,13 @@ SOAK_ARGS ?=
 soak: build
 	./bin/fencecheck soak --cluster $(SOAK_CLUSTER) --runs $(SOAK_RUNS) $(SOAK_ARGS)
 
-## regressions: measure every regression of docs/regressions.md (SEEDS seeds of the races,
-## default 10) on the embedded cluster and on Apache Kafka 4.1.2 (KAFKA=0 skips Kafka; LOCK=FILE holds an
-## flock on FILE around each Kafka run). Prints each run's verdict and time to the first
-## violation; the README's regression table comes from it.
-SEEDS ?= 10
+## regressions: measure every regression of docs/regressions.md: the built-in suite
+## regressions (its scenario runs, each with the verdict it must give; the race group with a
+## -race build), merged into runs/regressions/all, what the brokers answered each late request,
+## then the regressions that are Go tests. KAFKA=0 runs only the kfake systems; LOCK=FILE holds
+## an flock on FILE around each run; RELEASES picks the releases of the per-release Go tests.
 regressions: kafka
-	SEEDS=$(SEEDS) KAFKA=$(or $(KAFKA),1) LOCK=$(LOCK) GO=$(GO) sh mk/regressions.sh
+	KAFKA=$(or $(KAFKA),1) LOCK=$(LOCK) GO=$(GO) sh mk/regressions.sh
 
 ## lint: formatting and vet; fails on any gofmt difference. Then actionlint (a Go module, pinned,
 ## fetched by the Go toolchain) checks the CI workflows (.github/workflows: the nightly suite).

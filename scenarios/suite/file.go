@@ -67,6 +67,10 @@ type File struct {
 type Group struct {
 	Name      string   `json:"name" yaml:"name"`
 	Scenarios []string `json:"scenarios" yaml:"scenarios"`
+	// Systems, when given, are the only systems the group runs on (by name); its cells on the
+	// others are skipped. For a sparse grid such as the regressions', where each bug has the
+	// systems it shows on.
+	Systems []string `json:"systems,omitempty" yaml:"systems,omitempty"`
 }
 
 // System is one cluster configuration the scenarios run on.
@@ -261,6 +265,13 @@ func (f *File) validate() error {
 		}
 		names[sys.Name] = true
 	}
+	for i, g := range f.Groups {
+		for j, name := range g.Systems {
+			if !names[name] {
+				return fmt.Errorf("groups[%d].systems[%d]: %q is not a system of the suite", i, j, name)
+			}
+		}
+	}
 	for i, e := range f.Cells {
 		field := fmt.Sprintf("cells[%d]", i)
 		if e.Scenario == "" && e.System == "" {
@@ -322,7 +333,7 @@ func checkTransport(t string) error {
 	}
 	name, ok := strings.CutPrefix(t, "mutant:")
 	if ok {
-		for _, m := range scenarios.Mutants() {
+		for _, m := range slices.Concat(scenarios.Mutants(), scenarios.RegressionMutants()) {
 			if m.Name == name {
 				return nil
 			}

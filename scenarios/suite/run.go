@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,6 +96,8 @@ func (f *File) Plan(noReuse bool) ([]*plannedCell, error) {
 					return nil, fmt.Errorf("%w: scenario %s on system %s: %w", ErrSuite, s.Name, sys.Name, err)
 				}
 				switch err := s.Supports(s.Cluster.Kind); {
+				case len(g.Systems) > 0 && !slices.Contains(g.Systems, sys.Name):
+					c.Status, c.Note = StatusSkipped, "group "+g.Name+" runs on "+strings.Join(g.Systems, ", ")
 				case ex.Skip != "":
 					c.Status, c.Note = StatusSkipped, ex.Skip
 				case err != nil:

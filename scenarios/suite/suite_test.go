@@ -494,3 +494,45 @@ func firstKey(m map[string]int) string {
 	}
 	return ""
 }
+
+// TestGroupSystems: a group's systems are the only ones it runs on; its cells on the others are
+// skipped saying so, and a group naming a system the suite lacks is refused by field. The
+// built-in regressions suite, which is such a sparse grid, plans.
+func TestGroupSystems(t *testing.T) {
+	f, err := Parse("s.yaml", "", []byte(`name: sparse
+budget: 1m
+groups:
+  - {name: one, scenarios: [steady], systems: [a]}
+  - {name: both, scenarios: [flapping]}
+systems:
+  - {name: a, cluster: embedded}
+  - {name: b, cluster: embedded, transaction_version: 1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := f.Plan(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := map[string]string{}
+	for _, c := range cells {
+		if c.Status == StatusSkipped {
+			skipped[c.Scenario+"×"+c.System] = c.Note
+		}
+	}
+	if len(skipped) != 1 || !strings.Contains(skipped["steady×b"], "runs on a") {
+		t.Errorf("skipped %v: want only steady on b, saying the group runs on a", skipped)
+	}
+	_, err = Parse("s.yaml", "", []byte("name: bad\nbudget: 1m\ngroups: [{name: g, scenarios: [steady], systems: [c]}]\nsystems: [{name: a, cluster: embedded}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "groups[0].systems[0]") {
+		t.Errorf("a group naming an unknown system: %v, want an error naming groups[0].systems[0]", err)
+	}
+	reg, err := Find("regressions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Plan(false); err != nil {
+		t.Errorf("the regressions suite does not plan: %v", err)
+	}
+}
