@@ -508,7 +508,7 @@ func (r *runner) check(ctx context.Context) {
 	}
 	r.resources = measureResources(r.started, r.cpuAtStart)
 	if rs := r.resources; rs.WallSeconds > 0 {
-		r.say("resources    %.1f cores over %.0fs, peak RSS %.1f GiB (this process)", rs.CPUSeconds/rs.WallSeconds, rs.WallSeconds, float64(rs.PeakRSSBytes)/(1<<30))
+		r.say("resources    %.2f cores over %.0fs, peak RSS %s (this process)", rs.CPUSeconds/rs.WallSeconds, rs.WallSeconds, bytesIEC(rs.PeakRSSBytes))
 	}
 	if err := r.writeRunInfo(r.out.Interrupted); err != nil {
 		r.log.Error("run.json with the run's resources", "err", err)
@@ -635,4 +635,12 @@ func measureResources(started time.Time, cpu0 time.Duration) *reports.Resources 
 		res.PeakRSSBytes = ru.Maxrss * 1024 // Linux reports kilobytes
 	}
 	return res
+}
+
+// bytesIEC is n bytes as "61 MiB" or "5.3 GiB".
+func bytesIEC(n int64) string {
+	if n >= 1<<30 {
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
 }
