@@ -34,9 +34,9 @@ var forbidden = []struct {
 	{pkg: "nemesis/...", forbidden: []string{"transport/...", "workload/...", "checker", "checker/model", "scenarios", "reports"}},
 	{pkg: "checker/...", forbidden: []string{"transport/...", "workload/...", "nemesis/...", "cluster/...", "reports", "scenarios"}},
 	{pkg: "reports/...", forbidden: []string{"transport/...", "workload/...", "nemesis/...", "cluster/...", "scenarios"}},
-	// shrink drives whole runs through scenarios.Run; the command line only wires it.
+	// shrink drives whole runs through harness.Run; the command line only wires it.
 	{pkg: "scenarios/shrink", forbidden: []string{"cmd/..."}},
-	// suite runs many scenarios through scenarios.Run and writes one page; the command wires it.
+	// suite runs many scenarios through harness.Run and writes one page; the command wires it.
 	{pkg: "scenarios/suite", forbidden: []string{"cmd/..."}},
 	// soak and selftest are campaigns like suite and shrink: the command line only wires them.
 	{pkg: "scenarios/soak", forbidden: []string{"cmd/..."}},
@@ -101,13 +101,12 @@ func TestImportRules(t *testing.T) {
 }
 
 // commandImports lists the module packages a command may import directly. A command only
-// wires flags to the composition root (scenarios), verdicts and exit codes (checker) and the
-// run directory (reports): faults, mutants, process names, durations and the check reach it
-// through scenarios, so there is one door to each. scenarios/shrink composes many runs into
-// one search, and scenarios/suite many runs into one suite directory, so each is a composition
-// root of its own, beside scenarios. internal/atomicfile is a leaf with no fencecheck in it
-// (soak writes its table with it), not a door to anything.
-var commandImports = []string{"scenarios", "scenarios/shrink", "scenarios/suite", "scenarios/soak", "scenarios/selftest", "scenarios/campaign", "checker", "reports"}
+// wires flags to the scenarios (data), the harness that runs one (scenarios/harness), the
+// campaigns that run many (suite, soak, selftest, shrink, and what they share in
+// scenarios/campaign), verdicts and exit codes (checker) and the run directory (reports):
+// faults, mutants, process names, durations and the check reach it through those, so there is
+// one door to each.
+var commandImports = []string{"scenarios", "scenarios/harness", "scenarios/shrink", "scenarios/suite", "scenarios/soak", "scenarios/selftest", "scenarios/campaign", "checker", "reports"}
 
 // TestCommandsOnlyWire fails when a command imports a module package other than
 // commandImports.

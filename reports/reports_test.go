@@ -44,7 +44,7 @@ func writeRun(t *testing.T, root string, h *history.History) (reports.Dir, *chec
 }
 
 // checkDir judges dir's history and writes results.json, the visualizations, report.html and
-// junit.xml: the writing half of the check pipeline (scenarios.Check), which this package's
+// junit.xml: the writing half of the check pipeline (harness.Check), which this package's
 // tests cannot import.
 func checkDir(t *testing.T, dir reports.Dir) *checker.Results {
 	t.Helper()

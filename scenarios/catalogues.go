@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"github.com/fencecheck/fencecheck/cluster/containers"
 	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
@@ -29,9 +28,6 @@ func MutantScenario(name string) ([]byte, bool) { return mutant.Scenario(name) }
 
 // ProcessName is the name of process n (1-based) in links, logs and histories: "p3".
 func ProcessName(n int) string { return links.ProcessName(n) }
-
-// ToxiproxyVersion is the toxiproxy release a containers cluster's toxiproxy image runs.
-const ToxiproxyVersion = containers.ToxiproxyVersion
 
 // Duration is how scenario files write durations ("40s", "250ms").
 type Duration = units.Duration

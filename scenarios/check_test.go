@@ -13,7 +13,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/checkertest"
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/reports"
-	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // storedRun writes a run directory as a run leaves it: run.json and a correct history.
@@ -55,7 +55,7 @@ func TestCheckStoredRun(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := storedRun(t, tc.interrupted)
-			res, err := scenarios.Check(context.Background(), dir, scenarios.CheckOptions{Harness: tc.harness})
+			res, err := harness.Check(context.Background(), dir, harness.CheckOptions{Harness: tc.harness})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestCheckUnreadableHistory(t *testing.T) {
 	if err := os.WriteFile(dir.History(), []byte("not json\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.Check(context.Background(), dir, scenarios.CheckOptions{})
+	res, err := harness.Check(context.Background(), dir, harness.CheckOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestCheckUnreadableHistory(t *testing.T) {
 	if err := os.Remove(dir.History()); err != nil {
 		t.Fatal(err)
 	}
-	res, err = scenarios.Check(context.Background(), dir, scenarios.CheckOptions{Harness: []error{errors.New("cluster up: no jars")}, NoHistory: true})
+	res, err = harness.Check(context.Background(), dir, harness.CheckOptions{Harness: []error{errors.New("cluster up: no jars")}, NoHistory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestCheckUnreadableRunInfo(t *testing.T) {
 	if err := os.WriteFile(dir.RunJSON(), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := scenarios.Check(context.Background(), dir, scenarios.CheckOptions{})
+	res, err := harness.Check(context.Background(), dir, harness.CheckOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // TestRunWithoutSeedEmbedded runs a short scenario with faults without a seed, as
@@ -30,7 +31,7 @@ func TestRunWithoutSeedEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Duration = scenarios.Duration(6 * time.Second) // the first fault starts at 4 s
-	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir()})
+	out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
 )
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 		if words[0] != "real" {
 			mutantName = words[0]
 		}
-		if err := scenarios.ServeAdapter(context.Background(), os.Stdin, os.Stdout, os.Stderr, "test", mutantName, words[1:]); err != nil {
+		if err := harness.ServeAdapter(context.Background(), os.Stdin, os.Stdout, os.Stderr, "test", mutantName, words[1:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -81,7 +82,7 @@ func TestExecTransportEmbedded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: 11, Transport: transport})
+			out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 11, Transport: transport})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +113,7 @@ func TestExecTransportEmbedded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: 11,
+		out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 11,
 			Transport: fmt.Sprintf("exec:env %s=tv1-client '%s'", adapterEnv, self)})
 		if err != nil {
 			t.Fatal(err)
@@ -155,7 +156,7 @@ func TestExecTransportEmbedded(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Duration = scenarios.Duration(8 * time.Second)
-		out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: 1,
+		out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 1,
 			Transport: fmt.Sprintf("exec:env %s=ack-fenced '%s'", adapterEnv, self)})
 		if err != nil {
 			t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // posingCluster is a local Kafka cluster presented as an external one: the broker commands
@@ -289,7 +290,7 @@ func runExternal(t *testing.T, name, bootstrap, commands string) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: 11})
+	out, err := harness.Run(context.Background(), s, harness.Options{Root: root, Seed: 11})
 	mustBeValid(t, name, "a posing "+scenarios.KindExternal, 11, out, err)
 	if log, err := os.ReadFile(out.Dir.HarnessLog()); err == nil {
 		for _, line := range strings.Split(string(log), "\n") {

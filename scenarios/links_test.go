@@ -9,6 +9,7 @@ import (
 	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // TestLinkModesAgree runs the same scenarios, with the same seed, once with toxiproxy proxies
@@ -35,7 +36,7 @@ func TestLinkModesAgree(t *testing.T) {
 	names := []string{"holder-partition", "flapping"}
 	modes := []links.LinkMode{links.LinkModeProxy, links.LinkModeConn}
 	type run struct {
-		out *scenarios.Outcome
+		out *harness.Outcome
 		err error
 	}
 	runs := make(map[string]map[links.LinkMode]*run)
@@ -52,7 +53,7 @@ func TestLinkModesAgree(t *testing.T) {
 			r, root := &run{}, t.TempDir()
 			runs[name][mode] = r
 			wg.Go(func() {
-				r.out, r.err = scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed})
+				r.out, r.err = harness.Run(context.Background(), s, harness.Options{Root: root, Seed: seed})
 			})
 		}
 	}

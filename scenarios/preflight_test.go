@@ -16,6 +16,7 @@ import (
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // TestPreflightRefusesABrokerThatCannotEndTransactions: an external cluster that routes
@@ -43,7 +44,7 @@ func TestPreflightRefusesABrokerThatCannotEndTransactions(t *testing.T) {
 	var console bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := scenarios.Run(ctx, s, scenarios.Options{Root: t.TempDir(), Seed: 1, Console: &console})
+	out, err := harness.Run(ctx, s, harness.Options{Root: t.TempDir(), Seed: 1, Console: &console})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestPreflightRefusesABrokerThatCannotEndTransactions(t *testing.T) {
 	if res.Verdict != checker.VerdictError || res.ExitCode != checker.ExitHarness {
 		t.Fatalf("verdict %s (exit %d), want error (255); console:\n%s", res.Verdict, res.ExitCode, console.String())
 	}
-	for _, want := range []string{scenarios.ErrBrokerCannot.Error(), "EndTxn v0+", "DescribeTransactions v0+"} {
+	for _, want := range []string{harness.ErrBrokerCannot.Error(), "EndTxn v0+", "DescribeTransactions v0+"} {
 		if !strings.Contains(res.Error, want) {
 			t.Errorf("results error %q does not name %q", res.Error, want)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // TestRegressionsLoad: every regression loads through Find as "regression/NAME", names its bug
@@ -143,7 +144,7 @@ func TestCommitAfterTimeoutAbortEmbedded(t *testing.T) {
 
 // runRegression runs the built-in regression name on its own cluster with seed, in parallel
 // with the other tests that do (embedded runs mostly wait on lease timers); not in -short.
-func runRegression(t *testing.T, name string, seed uint64) *scenarios.Outcome {
+func runRegression(t *testing.T, name string, seed uint64) *harness.Outcome {
 	t.Helper()
 	testenv.Light(t)
 	if testing.Short() {
@@ -154,7 +155,7 @@ func runRegression(t *testing.T, name string, seed uint64) *scenarios.Outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: seed})
+	out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func runRegression(t *testing.T, name string, seed uint64) *scenarios.Outcome {
 // lateDeliveries are what the broker answered each late request of a Kafka-aware hold or
 // duplicate, in order: harness.log's delivery fields ("produce of p1 after endtxn: answered
 // INVALID_PRODUCER_EPOCH").
-func lateDeliveries(t *testing.T, out *scenarios.Outcome) []string {
+func lateDeliveries(t *testing.T, out *harness.Outcome) []string {
 	t.Helper()
 	b, err := os.ReadFile(out.Dir.HarnessLog())
 	if err != nil {

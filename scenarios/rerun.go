@@ -1,16 +1,11 @@
 package scenarios
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 
-	"go.yaml.in/yaml/v3"
-
-	"github.com/fencecheck/fencecheck/internal/atomicfile"
 	"github.com/fencecheck/fencecheck/reports"
 )
 
@@ -36,7 +31,7 @@ func FromRun(dir string) (*Scenario, *reports.RunInfo, error) {
 	if err := json.Unmarshal(info.Expanded, &s); err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: run.json: expanded_scenario: %v", ErrScenario, dir, err)
 	}
-	s = *asRan(&s) // a run.json written before asRan existed may still hold on_kafka
+	s = *AsRan(&s) // a run.json written before asRan existed may still hold on_kafka
 	if err := s.Validate(); err != nil {
 		if !errors.Is(err, ErrScenario) {
 			err = fmt.Errorf("%w: %w", ErrScenario, err)
@@ -46,51 +41,15 @@ func FromRun(dir string) (*Scenario, *reports.RunInfo, error) {
 	return &s, info, nil
 }
 
-// asRan is s as a run keeps it (run.json, scenario.yaml): on a Kafka cluster its on_kafka
+// AsRan is s as a run keeps it (run.json, scenario.yaml): on a Kafka cluster its on_kafka
 // timing is applied already (UseCluster), so it is dropped, as applied a second time it would
 // undo a --duration or a shorter script given on the command line. An embedded run keeps it,
 // so its scenario still runs with the Kafka timing on --cluster local.
-func asRan(s *Scenario) *Scenario {
+func AsRan(s *Scenario) *Scenario {
 	if s.Cluster.Kind == KindEmbedded || s.Cluster.Kind == "" || s.OnKafka == nil {
 		return s
 	}
 	c := *s
 	c.OnKafka = nil
 	return &c
-}
-
-// writeScenario writes the run directory's scenario.yaml: the scenario as this run ran it,
-// every default filled in, for a user to read, edit and run (the repeat command runs run.json's
-// copy, which editing this file does not change). It is what run.json holds, re-encoded: JSON
-// and YAML share the field names, and the file must load as it is written.
-func (r *runner) writeScenario() error {
-	js, err := json.Marshal(asRan(r.s))
-	if err != nil {
-		return err
-	}
-	var doc any
-	if err := json.Unmarshal(js, &doc); err != nil {
-		return err
-	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "# The scenario %s as run %s ran it (seed %d, transport %s), every default filled in.\n",
-		r.s.Name, r.dir, r.opts.Seed, r.opts.Transport)
-	fmt.Fprintf(&b, "# Repeat that run: %s\n", r.command)
-	again := "fencecheck run " + ShellQuote(r.dir.Scenario()) + " --seed " + strconv.FormatUint(r.opts.Seed, 10)
-	if r.opts.Transport != "real" {
-		again += " --transport " + ShellQuote(r.opts.Transport)
-	}
-	fmt.Fprintf(&b, "# Run this file, edited or not: %s\n", again)
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		return err
-	}
-	if err := enc.Close(); err != nil {
-		return err
-	}
-	if _, err := Parse(r.dir.Scenario(), b.Bytes()); err != nil {
-		return fmt.Errorf("scenario.yaml does not load: %w", err)
-	}
-	return atomicfile.Write(r.dir.Scenario(), b.Bytes())
 }

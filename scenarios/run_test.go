@@ -14,6 +14,7 @@ import (
 	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // runScenario runs a built-in scenario on kind and requires a valid verdict: every guarantee
@@ -26,18 +27,18 @@ func runScenario(t *testing.T, name, kind string, seed uint64) {
 
 // startScenario runs a built-in scenario on kind with its run directories under root, on cl
 // if it is not nil (a cluster of that kind several runs share), else on a cluster of its own.
-func startScenario(name, kind string, seed uint64, root string, cl cluster.Cluster) (*scenarios.Outcome, error) {
+func startScenario(name, kind string, seed uint64, root string, cl cluster.Cluster) (*harness.Outcome, error) {
 	s, _, err := scenarios.Builtin(name)
 	if err != nil {
 		return nil, err
 	}
 	s.UseCluster(kind)
-	return scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed, Cluster: cl})
+	return harness.Run(context.Background(), s, harness.Options{Root: root, Seed: seed, Cluster: cl})
 }
 
 // mustBeValid fails t unless the run ended without a harness error and came out valid,
 // naming every check and coverage that did not.
-func mustBeValid(t *testing.T, name, kind string, seed uint64, out *scenarios.Outcome, err error) {
+func mustBeValid(t *testing.T, name, kind string, seed uint64, out *harness.Outcome, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func TestBuiltinScenariosEmbedded(t *testing.T) {
 	t.Parallel()
 	type run struct {
 		name string
-		out  *scenarios.Outcome
+		out  *harness.Outcome
 		err  error
 	}
 	var runs []*run
@@ -126,7 +127,7 @@ func TestScenariosLocalKafka(t *testing.T) {
 	// the role to its holder until it takes hold; both runs were valid in 4 of 4 passes of
 	// this package's Kafka lane beside the light lane (load average 5 on 2 cores).
 	ctx := context.Background()
-	cl, err := scenarios.StartCluster(ctx, scenarios.ClusterSpec{Kind: scenarios.KindLocal}, t.TempDir(), slog.New(slog.DiscardHandler))
+	cl, err := harness.StartCluster(ctx, scenarios.ClusterSpec{Kind: scenarios.KindLocal}, t.TempDir(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestScenariosLocalKafka(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.UseCluster(scenarios.KindLocal)
-			out, err := scenarios.Run(ctx, s, scenarios.Options{Root: t.TempDir(), Seed: 11, Transport: tr, Cluster: cl})
+			out, err := harness.Run(ctx, s, harness.Options{Root: t.TempDir(), Seed: 11, Transport: tr, Cluster: cl})
 			mustBeValid(t, name, scenarios.KindLocal, 11, out, err)
 		})
 	}
@@ -189,7 +190,7 @@ func TestScenariosContainers(t *testing.T) {
 		// directory, so the leak check reads them too.
 		root := t.TempDir()
 		ctx := context.Background()
-		cl, err := scenarios.StartCluster(ctx, s.Cluster, filepath.Join(root, "brokers"), slog.New(slog.DiscardHandler))
+		cl, err := harness.StartCluster(ctx, s.Cluster, filepath.Join(root, "brokers"), slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +200,7 @@ func TestScenariosContainers(t *testing.T) {
 			t.Fatalf("the containers cluster's client security is %v; want SASL_SSL", sec)
 		}
 		secrets := clusterSecrets(t, cl)
-		out, err := scenarios.Run(ctx, s, scenarios.Options{Root: root, Seed: seed, Cluster: cl})
+		out, err := harness.Run(ctx, s, harness.Options{Root: root, Seed: seed, Cluster: cl})
 		mustBeValid(t, name, "a SASL_SSL "+scenarios.KindContainers, seed, out, err)
 		// Closed first, so that the brokers' logs are complete when they are read.
 		if err := closeCluster(); err != nil {

@@ -1,6 +1,6 @@
-// Package scenarios holds fencecheck's scenarios as data (a built-in catalogue of YAML files,
-// and users' own files), and the runner that composes a run from them: cluster, workload,
-// nemesis, history, checker and reports.
+// Package scenarios holds fencecheck's scenarios as data: a built-in catalogue of YAML files,
+// the regressions, and users' own files, parsed and validated with errors that name the file,
+// line and field. Loading a scenario starts nothing; package harness runs one.
 package scenarios
 
 import (
@@ -84,6 +84,16 @@ func (s *Scenario) UseCluster(kind string) {
 	}
 }
 
+// ApplyTiming applies the timing of the scenario's cluster kind, as UseCluster does, unless
+// UseCluster already did for that kind: the harness calls it before a run, so a scenario whose
+// kind was set directly still runs with its on_kafka timing, and one set by UseCluster does not
+// get it twice.
+func (s *Scenario) ApplyTiming() {
+	if s.usedCluster != s.Cluster.Kind {
+		s.UseCluster(s.Cluster.Kind)
+	}
+}
+
 // WorkloadSpec is a workload preset plus overrides: every field of workload.Config may be set
 // next to preset, and wins over the preset's value.
 type WorkloadSpec struct {
@@ -144,7 +154,7 @@ func (s *Scenario) Validate() error {
 	if s.Name == "" || strings.ContainsAny(s.Name, "/\\ ") {
 		return fmt.Errorf("%w: name: %q must be a non-empty word (it names the runs' folder)", ErrScenario, s.Name)
 	}
-	if err := s.Cluster.validate(); err != nil {
+	if err := s.Cluster.Validate(); err != nil {
 		return bad(err)
 	}
 	if err := s.Workload.Validate(); err != nil {

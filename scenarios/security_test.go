@@ -16,6 +16,7 @@ import (
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // TestSecuredRunLeaksNoSecret runs holder-partition (links cut under TLS) on a SASL_SSL
@@ -33,9 +34,9 @@ func TestSecuredRunLeaksNoSecret(t *testing.T) {
 	}
 	t.Cleanup(func() { lc.Close(context.Background()) })
 	ca, _, _, pwFile := lc.SecurityFiles()
-	t.Setenv(scenarios.EnvSASLUsername, lc.ClientSecurity().Username)
-	t.Setenv(scenarios.EnvSASLPasswordFile, pwFile)
-	t.Setenv(scenarios.EnvTLSCAFile, ca)
+	t.Setenv(harness.EnvSASLUsername, lc.ClientSecurity().Username)
+	t.Setenv(harness.EnvSASLPasswordFile, pwFile)
+	t.Setenv(harness.EnvTLSCAFile, ca)
 	secrets := clusterSecrets(t, lc)
 
 	s, _, err := scenarios.Builtin("holder-partition")
@@ -49,7 +50,7 @@ func TestSecuredRunLeaksNoSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: 17})
+	out, err := harness.Run(context.Background(), s, harness.Options{Root: root, Seed: 17})
 	mustBeValid(t, "holder-partition", "a SASL_SSL "+scenarios.KindExternal, 17, out, err)
 	mustLeakNoSecret(t, root, out, secrets, scenarios.SecuritySASLSSL)
 }
@@ -103,7 +104,7 @@ func clusterSecrets(t *testing.T, cl cluster.Cluster) map[string][]byte {
 // mustLeakNoSecret greps every file under root (the run directories, and whatever else the
 // test put there, such as broker logs) for each of secrets and for any PEM private key, and
 // checks that the run.json of out records the security mode.
-func mustLeakNoSecret(t *testing.T, root string, out *scenarios.Outcome, secrets map[string][]byte, mode string) {
+func mustLeakNoSecret(t *testing.T, root string, out *harness.Outcome, secrets map[string][]byte, mode string) {
 	t.Helper()
 	files, leaks := 0, 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -162,7 +163,7 @@ func TestUnauthorizedMemberNeverHolds(t *testing.T) {
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: 23})
+	out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 23})
 	mustBeValid(t, "steady with an unauthorized process", "a SASL "+scenarios.KindLocal, 23, out, err)
 	h, err := history.ReadFile(out.Dir.History())
 	if err != nil {

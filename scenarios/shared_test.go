@@ -12,6 +12,7 @@ import (
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -53,7 +54,7 @@ func TestRunsOnSharedCluster(t *testing.T) {
 	// start once the Kafka tests, which are not parallel, are done).
 	t.Parallel()
 	ctx := context.Background()
-	cl, err := scenarios.StartCluster(ctx, scenarios.ClusterSpec{Kind: scenarios.KindEmbedded}, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cl, err := harness.StartCluster(ctx, scenarios.ClusterSpec{Kind: scenarios.KindEmbedded}, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestRunsOnSharedCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Duration = scenarios.Duration(4 * time.Second)
-		out, err := scenarios.Run(ctx, s, scenarios.Options{Root: root, Cluster: cl})
+		out, err := harness.Run(ctx, s, harness.Options{Root: root, Cluster: cl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +95,7 @@ func TestRunsOnSharedCluster(t *testing.T) {
 
 	s, _, _ := scenarios.Builtin("steady")
 	s.UseCluster(scenarios.KindLocal)
-	if _, err := scenarios.Run(ctx, s, scenarios.Options{Root: root, Cluster: cl}); err == nil || !strings.Contains(err.Error(), "embedded") {
+	if _, err := harness.Run(ctx, s, harness.Options{Root: root, Cluster: cl}); err == nil || !strings.Contains(err.Error(), "embedded") {
 		t.Errorf("a local scenario on an embedded cluster: %v", err)
 	}
 }

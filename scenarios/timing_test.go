@@ -10,6 +10,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 func TestWarningsNameCappedFreezesAndStepsAfterTheEnd(t *testing.T) {
@@ -160,7 +161,7 @@ duration: 10s
 	if ws := s.Warnings(); len(ws) != 1 || !strings.Contains(ws[0], "2.7s") {
 		t.Fatalf("warnings %q, want the 2.7s cap", ws)
 	}
-	out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: t.TempDir(), Seed: 3})
+	out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (s *Scenario) Warnings() []string {
 			"a client that sends EndTxn once may rightly call this commit failed, and the run then shows a zombie commit no broker could cause "+
 			"(to get the answer from the broker itself, drop the EndTxn's response instead: drop-response endtxn)", field, spec.Params.Error))
 	}
-	commitCap := commitHoldCap(s.Workload.RequestTimeout.D())
+	commitCap := CommitHoldCap(s.Workload.RequestTimeout.D())
 	freezeCap := func(field string, spec nemesis.Spec) {
 		if spec.Fault != "freeze" || (spec.Params.Point != "" && spec.Params.Point != string(workload.BeforeLeaseCommit)) {
 			return
@@ -93,4 +93,11 @@ var refusalOnly = []string{"CONCURRENT_TRANSACTIONS", "INVALID_PRODUCER_EPOCH", 
 // or '_' ("EndTxn", "end_txn" and "endtxn" are one).
 func apiName(api string) string {
 	return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(api))
+}
+
+// CommitHoldCap is the longest a before-lease-commit freeze holds a commit back: a tenth
+// under the request timeout, after which the transport abandons the commit. The harness
+// caps a freeze so, and Warnings says when a script asks for more.
+func CommitHoldCap(requestTimeout time.Duration) time.Duration {
+	return requestTimeout - requestTimeout/10
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/spf13/cobra"
 )
 
@@ -31,7 +32,7 @@ the harness treats an adapter with that limit.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			version, _, _ := strings.Cut(versionString(), "\n")
-			if err := scenarios.ServeAdapter(c.Context(), os.Stdin, os.Stdout, os.Stderr, strings.TrimPrefix(version, "fencecheck "), mutantName, capabilities); err != nil {
+			if err := harness.ServeAdapter(c.Context(), os.Stdin, os.Stdout, os.Stderr, strings.TrimPrefix(version, "fencecheck "), mutantName, capabilities); err != nil {
 				if errors.Is(err, scenarios.ErrScenario) {
 					return usageErr("%v", err)
 				}

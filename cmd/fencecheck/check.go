@@ -9,7 +9,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/reports"
-	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/spf13/cobra"
 )
 
@@ -27,10 +27,10 @@ for example runs/latest. The exit code is the run's verdict.`,
 			if _, err := os.Stat(dir.History()); err != nil {
 				return usageErr("%s is not a run directory: %v", args[0], err)
 			}
-			res, err := scenarios.Check(c.Context(), dir, scenarios.CheckOptions{Timeout: timeout, Unreadable: true,
+			res, err := harness.Check(c.Context(), dir, harness.CheckOptions{Timeout: timeout, Unreadable: true,
 				Logger: slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))})
 			switch {
-			case errors.Is(err, scenarios.ErrUnreadableHistory):
+			case errors.Is(err, harness.ErrUnreadableHistory):
 				return usageErr("%s is not a run directory fencecheck can check (nothing was written): %v", args[0], err)
 			case err != nil:
 				return harnessErr(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/spf13/cobra"
 )
 
@@ -43,7 +44,7 @@ Kinds:
 				}
 			}
 			began := time.Now()
-			cl, err := scenarios.StartCluster(ctx, spec, logs, log)
+			cl, err := harness.StartCluster(ctx, spec, logs, log)
 			if err != nil {
 				return harnessErr(fmt.Errorf("cluster up: %w", err))
 			}
@@ -62,7 +63,7 @@ Kinds:
 			if info.LogsDir != "" {
 				fmt.Fprintf(out, "broker logs: %s\n", info.LogsDir)
 			}
-			for _, l := range scenarios.ConnectionHelp(cl) {
+			for _, l := range harness.ConnectionHelp(cl) {
 				fmt.Fprintln(out, l)
 			}
 			for p := 1; p <= processes; p++ {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // newHealCmd heals an external cluster after a fencecheck process died mid-fault: attaching
@@ -37,7 +38,7 @@ no run is due. See docs/external.md.`,
 			if err != nil {
 				return harnessErr(err)
 			}
-			cl, err := scenarios.StartCluster(ctx, spec, logs, log)
+			cl, err := harness.StartCluster(ctx, spec, logs, log)
 			if err != nil {
 				return harnessErr(fmt.Errorf("heal: %w (command output: %s)", err, logs))
 			}

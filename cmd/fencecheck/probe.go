@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // probeStartTimeout bounds connecting to (or starting) the cluster to probe.
@@ -74,13 +75,13 @@ Exit codes: 0 the broker can do everything, 1 it cannot (the table says what), 2
 // probe runs the preflight: straight on the addresses of an external cluster (fencecheck's
 // connection to one waits for health checks that a lacking broker may never pass), on a cluster
 // it starts for any other kind. Connecting or starting is bounded by probeStartTimeout.
-func probe(ctx context.Context, c *cobra.Command, spec scenarios.ClusterSpec) (scenarios.PreflightReport, error) {
-	var none scenarios.PreflightReport
+func probe(ctx context.Context, c *cobra.Command, spec scenarios.ClusterSpec) (harness.PreflightReport, error) {
+	var none harness.PreflightReport
 	bctx, cancel := context.WithTimeout(ctx, probeStartTimeout)
 	defer cancel()
 	if spec.Kind == scenarios.KindExternal {
 		fmt.Fprintf(c.ErrOrStderr(), "probe: asking %s (up to %v to reach it)\n", spec.Bootstrap, probeStartTimeout)
-		rep, err := scenarios.PreflightSpec(bctx, spec)
+		rep, err := harness.PreflightSpec(bctx, spec)
 		switch {
 		case err != nil && bctx.Err() != nil && ctx.Err() == nil:
 			return none, harnessErr(fmt.Errorf("no broker at %s answered within %v", spec.Bootstrap, probeStartTimeout))
@@ -97,7 +98,7 @@ func probe(ctx context.Context, c *cobra.Command, spec scenarios.ClusterSpec) (s
 		return none, harnessErr(err)
 	}
 	defer os.RemoveAll(logs)
-	cl, err := scenarios.StartCluster(bctx, spec, logs, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cl, err := harness.StartCluster(bctx, spec, logs, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return none, harnessErr(fmt.Errorf("cluster: %w", err))
 	}
@@ -106,7 +107,7 @@ func probe(ctx context.Context, c *cobra.Command, spec scenarios.ClusterSpec) (s
 		defer cancel()
 		_ = cl.Close(cctx)
 	}()
-	rep, err := scenarios.PreflightCluster(ctx, cl)
+	rep, err := harness.PreflightCluster(ctx, cl)
 	if err != nil {
 		return none, harnessErr(err)
 	}

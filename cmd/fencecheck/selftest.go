@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/fencecheck/fencecheck/scenarios/selftest"
 	"github.com/spf13/cobra"
 )
@@ -65,7 +66,7 @@ own behind the exec protocol (docs/exec-protocol.md): --transport exec:'CMD ARGS
 			res, err := selftest.Run(ctx, selftest.Options{
 				Transport: f.transport, NoMutants: noMutants, Seed: f.seed, Seeds: seeds, Parallel: parallel,
 				Duration: f.duration, Prepare: func(s *scenarios.Scenario) error { return f.apply(c, s) },
-				Run: scenarios.Options{Root: f.out, Console: c.ErrOrStderr(), CheckTimeout: f.checkTimeout, StatusEvery: statusEvery(c)},
+				Run: harness.Options{Root: f.out, Console: c.ErrOrStderr(), CheckTimeout: f.checkTimeout, StatusEvery: statusEvery(c)},
 				Out: out, Progress: c.ErrOrStderr(),
 			})
 			if errors.Is(err, selftest.ErrUsage) {

@@ -18,6 +18,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/campaign"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // ErrUsage is matched by the errors of Options that cannot run (Prepare's, a bad seed count).
@@ -41,7 +42,7 @@ type Options struct {
 	Prepare func(*scenarios.Scenario) error
 	// Run are the options of every run (Root, Console, CheckTimeout, StatusEvery); Seed and
 	// Transport are each run's own. Side by side runs get no Console.
-	Run scenarios.Options
+	Run harness.Options
 	// Out receives a PASS or FAIL line per run; Progress how many runs there are. Default: discard.
 	Out, Progress io.Writer
 }
@@ -140,13 +141,13 @@ type job struct {
 // PASS or FAIL line for each as it finishes. It returns how many runs were judged and how
 // many of them failed; a harness error stops the jobs not yet started, and the first one is
 // returned once the started ones have ended.
-func runJobs(ctx context.Context, out io.Writer, jobs []job, width int, opts scenarios.Options) (failed, runs int, err error) {
+func runJobs(ctx context.Context, out io.Writer, jobs []job, width int, opts harness.Options) (failed, runs int, err error) {
 	var mu sync.Mutex // the rows, the counts and the lines
 	err = campaign.Each(ctx, width, len(jobs), func(i int) error {
 		j := jobs[i]
 		o := opts
 		o.Seed, o.Transport = j.seed, j.row.transport
-		res, err := scenarios.Run(ctx, j.s, o)
+		res, err := harness.Run(ctx, j.s, o)
 		if err != nil {
 			return err
 		}

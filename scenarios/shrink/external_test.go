@@ -13,6 +13,7 @@ import (
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // budgetSlackReal is budgetSlack on a real cluster: a try cut off at the end of the budget
@@ -55,7 +56,7 @@ duration: 12s
 	root := t.TempDir()
 	var dir string
 	for seed := uint64(1); seed <= 3 && dir == ""; seed++ {
-		out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed, Transport: mutantName})
+		out, err := harness.Run(context.Background(), s, harness.Options{Root: root, Seed: seed, Transport: mutantName})
 		if err != nil {
 			t.Fatal(err)
 		}

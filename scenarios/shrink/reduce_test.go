@@ -296,7 +296,7 @@ func TestLoadKafkaRunKeepsItsTiming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.UseCluster(c.Cluster.Kind) // what scenarios.Run does first
+	c.UseCluster(c.Cluster.Kind) // what harness.Run does first
 	if len(c.Nemesis.Script) != 0 || c.Duration != p.s.Duration {
 		t.Errorf("a candidate without faults for %v runs %q for %v on %s", p.s.Duration, c.Nemesis.Script, c.Duration, c.Cluster.Kind)
 	}

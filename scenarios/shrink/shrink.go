@@ -14,6 +14,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // Options configure a shrink.
@@ -304,7 +305,7 @@ type tryOut struct {
 // try runs s once with seed.
 func (sh *shrinker) try(ctx context.Context, s *scenarios.Scenario, seed uint64) (tryOut, error) {
 	began := time.Now()
-	out, err := scenarios.Run(ctx, s, scenarios.Options{
+	out, err := harness.Run(ctx, s, harness.Options{
 		Root: filepath.Join(sh.opts.Out, "runs"), Seed: seed, Transport: sh.o.Info.Transport,
 		CheckTimeout: sh.opts.CheckTimeout,
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // chaosShort is chaos made fast: a random fault every 1.2 s on a high-contention workload
@@ -65,7 +66,7 @@ func failingChaos(t *testing.T) string {
 			return
 		}
 		for seed := uint64(1); seed <= 4; seed++ {
-			out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed, Transport: mutantName})
+			out, err := harness.Run(context.Background(), s, harness.Options{Root: root, Seed: seed, Transport: mutantName})
 			if err != nil {
 				originErr = err.Error()
 				return
@@ -90,7 +91,7 @@ func TestExplicitScriptReplaysTheFaults(t *testing.T) {
 	if o.Scenario.Nemesis.Random != nil || len(o.Scenario.Nemesis.Script) == 0 {
 		t.Fatalf("the loaded scenario's nemesis is not an explicit script: %+v", o.Scenario.Nemesis)
 	}
-	out, err := scenarios.Run(context.Background(), o.Scenario, scenarios.Options{Root: t.TempDir(), Seed: o.Info.Seed, Transport: mutantName})
+	out, err := harness.Run(context.Background(), o.Scenario, harness.Options{Root: t.TempDir(), Seed: o.Info.Seed, Transport: mutantName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +317,7 @@ func TestShrinkKafkaAwareFaults(t *testing.T) {
 	root := t.TempDir()
 	var dir string
 	for seed := uint64(1); seed <= 4 && dir == ""; seed++ {
-		out, err := scenarios.Run(context.Background(), s, scenarios.Options{Root: root, Seed: seed, Transport: mutantName})
+		out, err := harness.Run(context.Background(), s, harness.Options{Root: root, Seed: seed, Transport: mutantName})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +341,7 @@ func TestShrinkKafkaAwareFaults(t *testing.T) {
 			t.Errorf("step %d %q for window %s %v: want the same Kafka-aware fault", i+1, st, want[i].Kind, want[i].Targets)
 		}
 	}
-	replay, err := scenarios.Run(context.Background(), o.Scenario, scenarios.Options{Root: t.TempDir(), Seed: o.Info.Seed, Transport: mutantName})
+	replay, err := harness.Run(context.Background(), o.Scenario, harness.Options{Root: t.TempDir(), Seed: o.Info.Seed, Transport: mutantName})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/campaign"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // Options configures a soak.
@@ -129,7 +130,7 @@ func one(ctx context.Context, s *scenarios.Scenario, opts Options, seed uint64, 
 		defer unlock()
 	}
 	began := time.Now() // after the lock: the run's own time
-	out, err := scenarios.Run(ctx, s, scenarios.Options{
+	out, err := harness.Run(ctx, s, harness.Options{
 		Root: filepath.Join(opts.Out, "runs"), Seed: seed, Console: io.Discard,
 		CheckTimeout: opts.CheckTimeout, Transport: opts.Transport,
 	})

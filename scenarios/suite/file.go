@@ -4,7 +4,7 @@
 // cell) and suite.json. It also merges suite directories that parts of one nightly wrote on
 // several CI runners, and compares a suite with a previous night's (baseline marks).
 //
-// Runs on one system share one cluster (scenarios.Options.Cluster) unless their scenario
+// Runs on one system share one cluster (harness.Options.Cluster) unless their scenario
 // acts on brokers (scenarios.SharesCluster); per-run topic and transactional id names keep
 // them apart.
 package suite

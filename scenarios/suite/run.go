@@ -16,6 +16,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
 
 // Options configure Run.
@@ -285,7 +286,7 @@ func startShared(ctx context.Context, c *plannedCell, label, out string) *shared
 		return sc
 	}
 	log := slog.New(slog.NewTextHandler(sc.logF, nil)).With("cluster", label)
-	cl, err := scenarios.StartCluster(ctx, c.s.Cluster, filepath.Join(dir, "logs"), log)
+	cl, err := harness.StartCluster(ctx, c.s.Cluster, filepath.Join(dir, "logs"), log)
 	if err != nil {
 		sc.err = err // and no cluster: cl may be a typed nil
 		return sc
@@ -304,7 +305,7 @@ func runOne(ctx context.Context, c *plannedCell, shared cluster.Cluster, opts Op
 		defer unlock()
 	}
 	began := time.Now()
-	out, err := scenarios.Run(ctx, c.s, scenarios.Options{
+	out, err := harness.Run(ctx, c.s, harness.Options{
 		Root: filepath.Join(opts.Out, RunsDir), Console: io.Discard, CheckTimeout: opts.CheckTimeout,
 		Transport: c.transport, Cluster: shared, Seed: c.seed,
 	})

@@ -1,4 +1,4 @@
-package scenarios
+package harness
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/workload"
 )
 
@@ -29,14 +30,8 @@ type freezer struct {
 }
 
 func newFreezer(wl *workload.Workload, requestTimeout time.Duration) *freezer {
-	return &freezer{wl: wl, maxCommitHold: commitHoldCap(requestTimeout), pauses: map[nemesis.Member]*workload.Pause{},
+	return &freezer{wl: wl, maxCommitHold: scenarios.CommitHoldCap(requestTimeout), pauses: map[nemesis.Member]*workload.Pause{},
 		last: map[nemesis.Member]*workload.Pause{}, armed: map[nemesis.Member]context.CancelFunc{}, gen: map[nemesis.Member]int{}}
-}
-
-// commitHoldCap is the longest a before-lease-commit freeze holds a commit back: a tenth
-// under the request timeout, after which the transport abandons the commit.
-func commitHoldCap(requestTimeout time.Duration) time.Duration {
-	return requestTimeout - requestTimeout/10
 }
 
 func (f *freezer) Holder(role string) (nemesis.Member, bool) {

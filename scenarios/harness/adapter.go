@@ -1,4 +1,4 @@
-package scenarios
+package harness
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
 	"github.com/fencecheck/fencecheck/transport/mutant"
@@ -17,7 +18,7 @@ import (
 // adapter`): it reads requests from in and answers on out until close or the end of in. The
 // transport's warnings go to errw, which the harness copies into the run's log. version is
 // what hello reports after "fencecheck". A non-empty mutantName serves that deliberately
-// broken transport instead (see Mutants), so a finding against an adapter can be seen end to
+// broken transport instead (see scenarios.Mutants), so a finding against an adapter can be seen end to
 // end.
 //
 // capabilities are announced in hello and honoured as a client with those limits would
@@ -27,13 +28,13 @@ func ServeAdapter(ctx context.Context, in io.Reader, out, errw io.Writer, versio
 	log := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for _, c := range capabilities {
 		if !slices.Contains(lineproto.Capabilities(), c) {
-			return fmt.Errorf("%w: --capability %q: unknown (want one of %s)", ErrScenario, c, strings.Join(lineproto.Capabilities(), ", "))
+			return fmt.Errorf("%w: --capability %q: unknown (want one of %s)", scenarios.ErrScenario, c, strings.Join(lineproto.Capabilities(), ", "))
 		}
 	}
 	name, start := "fencecheck "+version, lineproto.StartReal
 	if mutantName != "" {
 		if !known(mutantName) {
-			return fmt.Errorf("%w: no mutant %q (see fencecheck selftest --list)", ErrScenario, mutantName)
+			return fmt.Errorf("%w: no mutant %q (see fencecheck selftest --list)", scenarios.ErrScenario, mutantName)
 		}
 		name += " mutant:" + mutantName
 		start = func(ctx context.Context, cfg transport.Config) (lineproto.Subject, error) {

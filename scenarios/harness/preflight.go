@@ -1,4 +1,4 @@
-package scenarios
+package harness
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/preflight"
+	"github.com/fencecheck/fencecheck/scenarios"
 )
 
 // ErrBrokerCannot marks a run the preflight refused: the cluster lacks an API or a transaction
@@ -37,11 +38,11 @@ func PreflightCluster(ctx context.Context, cl cluster.Cluster) (PreflightReport,
 
 // PreflightSpec is Preflight on the external cluster spec names, before fencecheck connects to
 // it; it fails on a spec that is not of an external cluster.
-func PreflightSpec(ctx context.Context, spec ClusterSpec) (PreflightReport, error) {
-	if spec.Kind != KindExternal {
+func PreflightSpec(ctx context.Context, spec scenarios.ClusterSpec) (PreflightReport, error) {
+	if spec.Kind != scenarios.KindExternal {
 		return PreflightReport{}, fmt.Errorf("cluster.kind %s: only an external cluster is probed before it is started", spec.Kind)
 	}
-	if err := spec.validate(); err != nil {
+	if err := spec.Validate(); err != nil {
 		return PreflightReport{}, err
 	}
 	sec, err := externalSecurity(spec.Security)
@@ -56,7 +57,7 @@ func PreflightSpec(ctx context.Context, spec ClusterSpec) (PreflightReport, erro
 // could wait forever on a broker that lacks what they send, or on the shared cluster of a suite.
 // It fails with ErrBrokerCannot, naming what is missing, when the broker cannot give a verdict.
 func (r *runner) preflightRun(ctx context.Context, cl cluster.Cluster) error {
-	if r.s.Cluster.Kind != KindExternal {
+	if r.s.Cluster.Kind != scenarios.KindExternal {
 		return nil
 	}
 	var rep PreflightReport

@@ -1,4 +1,9 @@
-package scenarios
+// Package harness runs one scenario: it is fencecheck's composition root. It starts (or
+// connects to) the cluster and checks it can do what fencecheck needs (the preflight), starts
+// the transports (in this process, or adapters behind the exec protocol), runs the workload
+// and the nemesis together, heals, reads what the logs hold, checks the history and writes the
+// run directory. The campaigns (suite, soak, selftest, shrink) call Run for each of their runs.
+package harness
 
 import (
 	"context"
@@ -27,6 +32,7 @@ import (
 	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
+	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
 	"github.com/fencecheck/fencecheck/transport/mutant"
@@ -53,7 +59,7 @@ type Options struct {
 	// adapter program the harness starts per process; see docs/exec-protocol.md).
 	Transport string
 	// Cluster, when not nil, is a running cluster the run uses instead of starting one (a
-	// cluster shared by several runs, see SharesCluster): Run waits until it is healthy, runs
+	// cluster shared by several runs, see scenarios.SharesCluster): Run waits until it is healthy, runs
 	// on it and heals what it injected, but does not stop it; the caller does. Its kind must be
 	// the scenario's. Per-run topic and transactional id names keep runs on one cluster apart.
 	// A run on a shared cluster leaves its broker logs in the cluster's own logs folder.
@@ -85,7 +91,7 @@ const (
 // interrupted; an interrupted run is at best inconclusive. The error is non-nil only when no
 // results could be produced at all; a harness failure after the run directory exists is in
 // the results (verdict error).
-func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err error) {
+func Run(ctx context.Context, s *scenarios.Scenario, opts Options) (out *Outcome, err error) {
 	if opts.Root == "" {
 		opts.Root = reports.DefaultRoot
 	}
@@ -95,19 +101,17 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	if opts.Seed == 0 {
 		opts.Seed = randomSeed()
 	}
-	if s.usedCluster != s.Cluster.Kind {
-		s.UseCluster(s.Cluster.Kind) // nobody applied the kind's timing (see UseCluster)
-	}
+	s.ApplyTiming()
 	if err := s.Supports(s.Cluster.Kind); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrScenario, err)
+		return nil, fmt.Errorf("%w: %w", scenarios.ErrScenario, err)
 	}
 	if opts.Cluster != nil && opts.Cluster.Info().Kind != s.Cluster.Kind {
-		return nil, fmt.Errorf("%w: scenario %s runs on a %s cluster, the cluster given is %s", ErrScenario,
+		return nil, fmt.Errorf("%w: scenario %s runs on a %s cluster, the cluster given is %s", scenarios.ErrScenario,
 			s.Name, s.Cluster.Kind, opts.Cluster.Info().Kind)
 	}
 	start, err := transportStart(opts.Transport)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrScenario, err)
+		return nil, fmt.Errorf("%w: %w", scenarios.ErrScenario, err)
 	}
 	if opts.Transport == "" {
 		opts.Transport = "real"
@@ -117,7 +121,7 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 	if err != nil {
 		return nil, err
 	}
-	command := "fencecheck run " + ShellQuote(string(dir)) + " --seed " + strconv.FormatUint(opts.Seed, 10)
+	command := "fencecheck run " + scenarios.ShellQuote(string(dir)) + " --seed " + strconv.FormatUint(opts.Seed, 10)
 	r := &runner{s: s, opts: opts, dir: dir, started: started, start: start, command: command, cpuAtStart: cpuTime(),
 		out: &Outcome{Dir: dir, Seed: opts.Seed, Command: command}}
 	logFile, err := os.Create(dir.HarnessLog())
@@ -145,7 +149,7 @@ func Run(ctx context.Context, s *Scenario, opts Options) (out *Outcome, err erro
 
 // runner is one run in progress.
 type runner struct {
-	s       *Scenario
+	s       *scenarios.Scenario
 	opts    Options
 	dir     reports.Dir
 	started time.Time
@@ -293,7 +297,7 @@ func (r *runner) openWorkload(ctx context.Context) error {
 	if procs := r.s.Cluster.UnauthorizedProcesses; len(procs) > 0 {
 		for _, p := range procs {
 			if p < 1 || p > cfg.Processes {
-				return fmt.Errorf("%w: cluster.unauthorized_processes: process %d, want 1 to %d", ErrScenario, p, cfg.Processes)
+				return fmt.Errorf("%w: cluster.unauthorized_processes: process %d, want 1 to %d", scenarios.ErrScenario, p, cfg.Processes)
 			}
 		}
 		sec, err := unauthorizedPrincipal(ctx, cl, r.log.With("component", "cluster"))
@@ -517,7 +521,7 @@ func (r *runner) check(ctx context.Context) {
 
 // writeRunInfo writes run.json: first before the cluster starts, again at the end.
 func (r *runner) writeRunInfo(interrupted bool) error {
-	expanded, err := json.Marshal(asRan(r.s))
+	expanded, err := json.Marshal(scenarios.AsRan(r.s))
 	if err != nil {
 		return err
 	}
