@@ -51,6 +51,9 @@ func measureLiveness(h *history.History, lease int64) Liveness {
 	held := map[string][][2]int64{} // per role: the intervals its ok lease writes cover
 	last := map[holding]int64{}     // per holding: its last ok lease write's invocation
 	var gaps []int64
+	// Every role with operations counts; one that never had an ok lease write held nothing.
+	var roles []string
+	seen := map[string]bool{}
 	for i := range h.Ops {
 		op := &h.Ops[i]
 		if op.Role == "" {
@@ -61,6 +64,10 @@ func measureLiveness(h *history.History, lease int64) Liveness {
 				finalAt = op.Invoke
 			}
 			continue
+		}
+		if !seen[op.Role] {
+			seen[op.Role] = true
+			roles = append(roles, op.Role)
 		}
 		if begin < 0 || op.Invoke < begin {
 			begin = op.Invoke
@@ -89,15 +96,6 @@ func measureLiveness(h *history.History, lease int64) Liveness {
 		return l
 	}
 	l.Measured = true
-	// Every role with operations counts; one that never had an ok lease write held nothing.
-	seen := map[string]bool{}
-	var roles []string
-	for i := range h.Ops {
-		if r := h.Ops[i].Role; r != "" && h.Ops[i].Kind != history.KindFinalRead && !seen[r] {
-			seen[r] = true
-			roles = append(roles, r)
-		}
-	}
 	slices.Sort(roles)
 	l.MinHeldFraction = 2
 	for _, role := range roles {
