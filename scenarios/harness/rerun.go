@@ -25,7 +25,7 @@ func (r *runner) writeScenario() error {
 		return err
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# The scenario %s as run %s ran it (seed %d, transport %s), every default filled in.\n",
+	fmt.Fprintf(&b, "# The scenario %s as the run in %s ran it (seed %d, transport %s), every default filled in.\n",
 		r.s.Name, r.dir, r.opts.Seed, r.opts.Transport)
 	fmt.Fprintf(&b, "# Repeat that run: %s\n", r.command)
 	again := "fencecheck run " + scenarios.ShellQuote(r.dir.Scenario()) + " --seed " + strconv.FormatUint(r.opts.Seed, 10)
