@@ -116,7 +116,7 @@ func checkFailingCell(t *testing.T, out, scenario, system string) {
 	var info struct {
 		Transport string `json:"transport"`
 	}
-	if b, err := os.ReadFile(filepath.Join(runDir, "run.json")); err != nil || json.Unmarshal(b, &info) != nil || info.Transport != "mutant:ack-fenced" {
+	if b, err := os.ReadFile(filepath.Join(runDir, "run.json")); err != nil || json.Unmarshal(b, &info) != nil || info.Transport != "mutant:local-join-seq" {
 		t.Errorf("the repeated run's run.json (%v) keeps transport %q, want the mutant's", err, info.Transport)
 	}
 	index, err := os.ReadFile(filepath.Join(out, "index.html"))
@@ -157,7 +157,8 @@ func checkFailingCell(t *testing.T, out, scenario, system string) {
 }
 
 // TestSuiteEndToEnd runs a suite on embedded: steady on kfake with TV2 (a mutant transport
-// that acknowledges fenced writes, so invalid) and TV1 (the real one), and isolate-broker,
+// that makes up its members' join sequences, invalid from the first registrations, so within
+// any run) and TV1 (the real one), and isolate-broker,
 // which kfake cannot run (skipped). The suite exits 1 and its index and JUnit point at the
 // failing cell; both steady cells ran on a cluster shared per system. Then suite merge of that
 // directory, with the directory itself as baseline, marks the cell still failing and writes
@@ -183,7 +184,7 @@ systems:
   - {cluster: embedded, transaction_version: 2}
   - {cluster: embedded, transaction_version: 1}
 cells:
-  - {scenario: steady, system: kfake-tv2, transport: "mutant:ack-fenced"}
+  - {scenario: steady, system: kfake-tv2, transport: "mutant:local-join-seq"}
 `)
 	tmp := t.TempDir()
 	out := filepath.Join(tmp, "suite")
@@ -347,7 +348,7 @@ duration: 6s
 scenarios: [steady, holder-partition]
 systems: [{name: kafka, cluster: local}]
 cells:
-  - {scenario: steady, transport: "mutant:ack-fenced"}
+  - {scenario: steady, transport: "mutant:local-join-seq"}
 `)
 	out := filepath.Join(t.TempDir(), "suite")
 	b, err := exec.Command(bin, "suite", file, "--out", out).CombinedOutput()

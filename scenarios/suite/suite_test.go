@@ -426,7 +426,7 @@ systems:
 
 // TestExpectedVerdicts: a cell that must come out invalid (a regression's mutant) passes when
 // it does, and is inconclusive when the violation does not show (the real transport); a cell's
-// seed is every run's (ack-fenced shows in steady about 3.5 s in, well inside the 8 s); the suite exits valid when every cell gave what it had to, and the
+// seed is every run's (local-join-seq shows at the first registrations, well inside the 8 s); the suite exits valid when every cell gave what it had to, and the
 // JUnit case of an expected verdict passes or fails by it.
 func TestExpectedVerdicts(t *testing.T) {
 	t.Parallel()
@@ -435,7 +435,7 @@ budget: 5m
 duration: 8s
 scenarios: [steady]
 systems:
-  - {name: broken, cluster: embedded, transport: 'mutant:ack-fenced'}
+  - {name: broken, cluster: embedded, transport: 'mutant:local-join-seq'}
   - {name: real, cluster: embedded}
 cells:
   - {scenario: steady, expect: invalid, seed: 42}
