@@ -314,7 +314,10 @@ func KillCoordinator(t *testing.T, c cluster.Cluster) {
 }
 
 // PauseLeader pauses the leader of a partition: process 5's produce to it
-// fails within CutTimeout; after Resume it succeeds.
+// fails within CutTimeout; after Resume it succeeds. Leadership can move between the lookup
+// and the pause (a broker an earlier test restarted takes its preferred partitions back), and
+// then the produce rightly reaches the new leader: the test looks the leader up again and
+// tries once more on it, and fails only when the paused broker was still the leader.
 func PauseLeader(t *testing.T, c cluster.Cluster) {
 	ctx := context.Background()
 	const topic = "fencecheck-pause"
@@ -323,37 +326,40 @@ func PauseLeader(t *testing.T, c cluster.Cluster) {
 	if took, err := Eventually(RecoverTimeout, func() error { _, err := producePerProcess(p, topic, 10*time.Second); return err }); err != nil {
 		t.Fatalf("produce before the pause: %v (after %v)", err, took)
 	}
-	bs, err := c.Brokers(ctx, cluster.RoleQuery{Partitions: []cluster.TopicPartition{{Topic: topic}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := int32(-1)
-	for _, b := range bs {
-		if b.Has(cluster.BrokerRole{Kind: cluster.RoleLeader, Topic: topic}) {
-			leader = b.ID
+	leaderOf := func() int32 {
+		t.Helper()
+		bs, err := c.Brokers(ctx, cluster.RoleQuery{Partitions: []cluster.TopicPartition{{Topic: topic}}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if leader < 0 {
+		for _, b := range bs {
+			if b.Has(cluster.BrokerRole{Kind: cluster.RoleLeader, Topic: topic}) {
+				return b.ID
+			}
+		}
 		t.Fatalf("no leader of %s/0 in %+v", topic, bs)
+		return -1
 	}
-	if err := c.Pause(ctx, leader); err != nil {
-		t.Fatal(err)
-	}
-	paused := true
-	defer func() {
-		if paused {
-			_ = c.Resume(ctx, leader)
+	for attempt := 1; ; attempt++ {
+		leader := leaderOf()
+		if err := c.Pause(ctx, leader); err != nil {
+			t.Fatal(err)
 		}
-	}()
-	took, err := producePerProcess(p, topic, CutTimeout)
-	if err == nil {
-		t.Fatalf("produce with leader %s paused: succeeded, want an error", links.BrokerName(leader))
+		took, err := producePerProcess(p, topic, CutTimeout)
+		if rerr := c.Resume(ctx, leader); rerr != nil {
+			t.Fatal(rerr)
+		}
+		if err != nil {
+			t.Logf("produce with leader %s paused failed after %v: %v", links.BrokerName(leader), took.Round(time.Millisecond), err)
+			break
+		}
+		if now := leaderOf(); now == leader || attempt == 3 {
+			t.Fatalf("produce with leader %s paused: succeeded (leader now %s, attempt %d), want an error",
+				links.BrokerName(leader), links.BrokerName(now), attempt)
+		} else {
+			t.Logf("leadership moved from %s to %s during attempt %d: trying the new leader", links.BrokerName(leader), links.BrokerName(now), attempt)
+		}
 	}
-	t.Logf("produce with leader %s paused failed after %v: %v", links.BrokerName(leader), took.Round(time.Millisecond), err)
-	if err := c.Resume(ctx, leader); err != nil {
-		t.Fatal(err)
-	}
-	paused = false
 	if took, err := Eventually(RecoverTimeout, func() error { _, err := producePerProcess(p, topic, CutTimeout); return err }); err != nil {
 		t.Fatalf("produce after resume: %v (after %v)", err, took)
 	}
