@@ -314,10 +314,11 @@ func KillCoordinator(t *testing.T, c cluster.Cluster) {
 }
 
 // PauseLeader pauses the leader of a partition: process 5's produce to it
-// fails within CutTimeout; after Resume it succeeds. Leadership can move between the lookup
-// and the pause (a broker an earlier test restarted takes its preferred partitions back), and
-// then the produce rightly reaches the new leader: the test looks the leader up again and
-// tries once more on it, and fails only when the paused broker was still the leader.
+// fails within CutTimeout; after Resume it succeeds. If the produce succeeds it reached another
+// broker (a paused one answers nothing): the lookup and the client disagreed on the leader,
+// as when leadership moves between them. The test then looks the leader up again and tries
+// once more on it, up to three times, and fails only when the paused broker was still the
+// leader.
 func PauseLeader(t *testing.T, c cluster.Cluster) {
 	ctx := context.Background()
 	const topic = "fencecheck-pause"
