@@ -302,17 +302,3 @@ func checkSelector(field string, s Selector, minID int) error {
 	}
 	return nil
 }
-
-// IsEvent reports whether the fault named name happens at once and takes no duration
-// (restart). Unknown names are not events.
-func IsEvent(name string) bool {
-	d, ok := lookup(name)
-	return ok && d.event
-}
-
-// UsesProcesses reports whether the fault named name acts on process links (its targets are
-// processes and the brokers they are cut from).
-func UsesProcesses(name string) bool {
-	d, ok := lookup(name)
-	return ok && d.uses.processes
-}

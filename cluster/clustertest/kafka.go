@@ -216,19 +216,28 @@ func duplicateOfProduce(t *testing.T, e *kafkaFaultEnv) {
 	}
 }
 
-// holdUntilEndTxn: hold of Produce until EndTxn - it lands after the commit, though its client is gone.
-func holdUntilEndTxn(t *testing.T, e *kafkaFaultEnv) {
-	topic, txnID := "fc-kf-hold-"+e.suffix, "fc-kf-hold-"+e.suffix
-	CreateTopic(t, e.c, topic)
-	f := e.add(t, links.KafkaFaultSpec{Action: links.KafkaHold, API: "Produce", Processes: []int{1}, Count: 1, Until: "EndTxn"})
+// heldProduce holds process 1's next Produce until a request of type until, produces the
+// record "held" to topic, waits (within ctx) until the fault holds it and closes the client, so
+// that only the fault can still deliver it.
+func (e *kafkaFaultEnv) heldProduce(ctx context.Context, t *testing.T, topic, until string) *links.KafkaFault {
+	t.Helper()
+	f := e.add(t, links.KafkaFaultSpec{Action: links.KafkaHold, API: "Produce", Processes: []int{1}, Count: 1, Until: until})
 	cl := e.plain(t, 1, kgo.ProduceRequestTimeout(time.Second))
 	cl.Produce(context.Background(), &kgo.Record{Topic: topic, Value: []byte("held")}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	if err := f.WaitActed(ctx); err != nil {
 		t.Fatalf("the produce was never held: %v", err)
 	}
 	cl.Close() // the client gives up on its connection
+	return f
+}
+
+// holdUntilEndTxn: hold of Produce until EndTxn - it lands after the commit, though its client is gone.
+func holdUntilEndTxn(t *testing.T, e *kafkaFaultEnv) {
+	topic, txnID := "fc-kf-hold-"+e.suffix, "fc-kf-hold-"+e.suffix
+	CreateTopic(t, e.c, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := e.heldProduce(ctx, t, topic, "EndTxn")
 	if f.Held() != 1 {
 		t.Fatalf("holds %d requests, want 1", f.Held())
 	}
@@ -266,15 +275,9 @@ func holdUntilEndTxn(t *testing.T, e *kafkaFaultEnv) {
 func holdHealedByHealAll(t *testing.T, e *kafkaFaultEnv) {
 	topic := "fc-kf-heal-" + e.suffix
 	CreateTopic(t, e.c, topic)
-	f := e.add(t, links.KafkaFaultSpec{Action: links.KafkaHold, API: "Produce", Processes: []int{1}, Count: 1, Until: "DescribeTransactions"})
-	cl := e.plain(t, 1, kgo.ProduceRequestTimeout(time.Second))
-	cl.Produce(context.Background(), &kgo.Record{Topic: topic, Value: []byte("held")}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := f.WaitActed(ctx); err != nil {
-		t.Fatalf("the produce was never held: %v", err)
-	}
-	cl.Close()
+	f := e.heldProduce(ctx, t, topic, "DescribeTransactions")
 	if err := e.net.HealAll(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -621,24 +621,26 @@ func processVersions(m map[string]int) string {
 	return " (" + strings.Join(parts, ", ") + ")"
 }
 
-// cpuTime is the process's CPU time so far, user and system.
-func cpuTime() time.Duration {
+// usage is the process's CPU time so far (user and system) and its peak resident memory.
+func usage() (cpu time.Duration, peakRSS int64) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+		return 0, 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Maxrss * 1024 // Linux reports kilobytes
+}
+
+// cpuTime is the process's CPU time so far.
+func cpuTime() time.Duration {
+	cpu, _ := usage()
+	return cpu
 }
 
 // measureResources is what the run that started at started, with the process's CPU time at
 // cpu0, cost up to now.
 func measureResources(started time.Time, cpu0 time.Duration) *reports.Resources {
-	res := &reports.Resources{WallSeconds: time.Since(started).Seconds(), CPUSeconds: (cpuTime() - cpu0).Seconds()}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		res.PeakRSSBytes = ru.Maxrss * 1024 // Linux reports kilobytes
-	}
-	return res
+	cpu, rss := usage()
+	return &reports.Resources{WallSeconds: time.Since(started).Seconds(), CPUSeconds: (cpu - cpu0).Seconds(), PeakRSSBytes: rss}
 }
 
 // bytesIEC is n bytes as "61 MiB" or "5.3 GiB".

@@ -102,7 +102,7 @@ type CellRun struct {
 // unexpected violation stays invalid).
 func (r CellRun) judged() checker.Verdict {
 	switch {
-	case r.Expected == "" || r.Expected == checker.VerdictValid:
+	case r.Expected == "":
 		return r.Verdict
 	case r.Verdict == r.Expected:
 		return checker.VerdictValid
@@ -116,7 +116,7 @@ func (r CellRun) judged() checker.Verdict {
 // expected", "valid, expected invalid".
 func (r CellRun) label() string {
 	switch {
-	case r.Expected == "" || r.Expected == checker.VerdictValid:
+	case r.Expected == "":
 		return string(r.Verdict)
 	case r.Verdict == r.Expected:
 		return string(r.Verdict) + ", as expected"
