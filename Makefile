@@ -67,6 +67,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') $$(git ls-files --others --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags kafka ./...
 	$(GO) run $(ACTIONLINT) .github/workflows/*.yml
 
 ## test: everything CI checks. The local-Kafka tests need the jars (`make kafka`), the
@@ -77,18 +78,16 @@ lint:
 ## FENCECHECK_REQUIRE_DOCKER=1 and FENCECHECK_REQUIRE_BROWSER=1 (set here) a missing install
 ## fails instead of skipping, so make test runs every test CI runs.
 ##
-## The tests run in two lanes at once (internal/testenv: FENCECHECK_LANE). The Kafka lane runs
-## the tests that start Kafka JVMs or containers (those that call testenv.NeedKafka or
-## NeedDocker), one package at a time (-p 1): scenario runs are timed in leases, and two
-## packages starting JVMs at once on 2 cores starve each other. The light lane runs every other
-## test, then the race detector and the fuzz targets; the Kafka lane spends most of its time
-## waiting on lease timers and broker timeouts, which leaves it the CPU. Packages with both kinds
-## (KAFKA_PKGS minus KAFKA_ONLY_PKGS) run in both lanes, each lane skipping the other's tests.
-## Within a package, tests marked parallel run four at a time (-parallel 4): the embedded
+## The tests run in two lanes at once, chosen by the build tag kafka (internal/testenv's
+## package comment says which test files carry it). The Kafka lane is `go test -tags kafka`
+## over the packages with kafka test files (KAFKA_PKGS): the tests that start Kafka JVMs or
+## containers, one package at a time (-p 1): scenario runs are timed in leases, and two
+## packages starting JVMs at once on 2 cores starve each other. The light lane is plain
+## `go test ./...`, every other test, then the race detector and the fuzz targets; the Kafka
+## lane spends most of its time waiting on lease timers and broker timeouts, which leaves it the
+## CPU. Within a package, tests marked parallel run four at a time (-parallel 4): the embedded
 ## scenario runs mostly wait on lease timers.
-KAFKA_ONLY_PKGS := ./cluster/containers ./cluster/external ./cluster/local
-KAFKA_PKGS := $(KAFKA_ONLY_PKGS) ./cmd/fencecheck ./nemesis ./scenarios
-MODULE := github.com/fencecheck/fencecheck
+KAFKA_PKGS := $(sort $(patsubst %/,%,$(dir $(shell grep -rlx --include='*_test.go' --exclude-dir=node_modules --exclude-dir=.git '//go:build kafka' .))))
 REQUIRE := FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1
 GOTEST := $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT)
 
@@ -106,10 +105,10 @@ test-go:
 
 test-kafka-lane:
 	KEEP_ENGINE=$(KEEP_ENGINE) docker/with-engine.sh sh -c '$(MAKE) images && \
-	  FENCECHECK_LANE=kafka $(REQUIRE) $(GOTEST) $(KAFKA_PKGS)'
+	  $(REQUIRE) $(GOTEST) -tags kafka $(KAFKA_PKGS)'
 
 test-light-lane:
-	FENCECHECK_LANE=light $(REQUIRE) $(GOTEST) $$($(GO) list ./... | grep -vxF $(foreach p,$(KAFKA_ONLY_PKGS),-e $(MODULE)/$(p:./%=%)))
+	$(REQUIRE) $(GOTEST) ./...
 	@if [ "$(TEST_LIGHT_EXTRA)" = 1 ]; then \
 	  echo "$(GO) test -race -timeout 10m ./transport/..."; $(GO) test -race -timeout 10m ./transport/... && \
 	  $(MAKE) fuzz && $(MAKE) test-adapters; fi

@@ -63,13 +63,13 @@ done
 echo "== kfake deviations and epoch exhaustion"
 $GO test ./cluster/embedded -run 'TestKfakeDeviations|TestEpochExhaustion' -count 1 -v 2>&1 | grep -E 'deviations.go|calls in|^(---|ok|FAIL)'
 if [ "$KAFKA" = 1 ]; then
-	FENCECHECK_EPOCH_EXHAUSTION=1 locked $GO test ./cluster/local -run 'TestKfakeDeviations|TestEpochExhaustion' -count 1 -v -timeout 30m 2>&1 |
+	FENCECHECK_EPOCH_EXHAUSTION=1 locked $GO test -tags kafka ./cluster/local -run 'TestKfakeDeviations|TestEpochExhaustion' -count 1 -v -timeout 30m 2>&1 |
 		grep -E 'deviations.go|calls in|kafkafault_test.go|^(---|ok|FAIL)'
 	# KAFKA-20357 and KAFKA-20090, per release: each drives an epoch to exhaustion (minutes).
 	for v in $RELEASES; do
 		case "$v" in 3.*) continue ;; esac
 		echo "-- Kafka $v: rotation retry after failover, timeout abort at exhaustion"
-		FENCECHECK_KAFKA_HOME="$HOME/.cache/fencecheck/kafka/$v" FENCECHECK_EPOCH_EXHAUSTION=1 locked $GO test ./cluster/local \
+		FENCECHECK_KAFKA_HOME="$HOME/.cache/fencecheck/kafka/$v" FENCECHECK_EPOCH_EXHAUSTION=1 locked $GO test -tags kafka ./cluster/local \
 			-run 'TestRotationRetryAfterFailover|TestTimeoutAbortAtExhaustion' -count 1 -v -timeout 30m 2>&1 |
 			grep -E 'calls in|kafkafault_test.go|^(---|ok|FAIL)'
 	done
@@ -77,6 +77,6 @@ fi
 
 if [ "$KAFKA" = 1 ]; then
 	echo "== deposed-coordinator-describe probe: Describes during a coordinator's cut, with the other brokers reachable and not"
-	FENCECHECK_DEPOSED_DESCRIBE=1 locked $GO test ./cluster/local -run TestDeposedCoordinatorDescribe -count 1 -v -timeout 10m 2>&1 |
+	FENCECHECK_DEPOSED_DESCRIBE=1 locked $GO test -tags kafka ./cluster/local -run TestDeposedCoordinatorDescribe -count 1 -v -timeout 10m 2>&1 |
 		grep -E 'deposed_test.go|^(---|ok|FAIL)'
 fi

@@ -360,3 +360,39 @@ func (f *fixture) peerLinks() map[[2]int32]*links.Link {
 
 func ms(n int) units.Duration  { return units.Duration(time.Duration(n) * time.Millisecond) }
 func sec(n int) units.Duration { return units.Duration(time.Duration(n) * time.Second) }
+
+// memRecorder keeps the events the nemesis records.
+type memRecorder struct {
+	mu     sync.Mutex
+	events []history.Event
+	log    *[]string // when set, "event <type>" is appended, to order events among calls
+}
+
+func (r *memRecorder) Append(e history.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+	if r.log != nil {
+		*r.log = append(*r.log, "event "+e.Type.String())
+	}
+	return nil
+}
+
+// windows joins the recorded events as a history reader would, failing the test on a
+// malformed sequence (a window ended twice, ended before it started, ...).
+func (r *memRecorder) windows(t testing.TB) []history.Fault {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := history.NewBuilder(0)
+	if err := b.Add(&history.Event{Type: history.TypeHeader, Format: history.FormatVersion}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range r.events {
+		e := r.events[i]
+		if err := b.Add(&e); err != nil {
+			t.Fatalf("event %d %+v: %v", i, e, err)
+		}
+	}
+	return b.History().Faults
+}

@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package nemesis_test
 
 import (
@@ -6,50 +8,12 @@ import (
 	"errors"
 	"reflect"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
-
-// memRecorder keeps the events the nemesis records.
-type memRecorder struct {
-	mu     sync.Mutex
-	events []history.Event
-	log    *[]string // when set, "event <type>" is appended, to order events among calls
-}
-
-func (r *memRecorder) Append(e history.Event) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-	if r.log != nil {
-		*r.log = append(*r.log, "event "+e.Type.String())
-	}
-	return nil
-}
-
-// windows joins the recorded events as a history reader would, failing the test on a
-// malformed sequence (a window ended twice, ended before it started, ...).
-func (r *memRecorder) windows(t testing.TB) []history.Fault {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b := history.NewBuilder(0)
-	if err := b.Add(&history.Event{Type: history.TypeHeader, Format: history.FormatVersion}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range r.events {
-		e := r.events[i]
-		if err := b.Add(&e); err != nil {
-			t.Fatalf("event %d %+v: %v", i, e, err)
-		}
-	}
-	return b.History().Faults
-}
 
 // fakeFault logs its calls and fails where told.
 type fakeFault struct {
@@ -87,7 +51,6 @@ func newStubNemesis(t *testing.T) (*nemesis.Nemesis, *memRecorder, *[]string) {
 }
 
 func TestInjectionLifecycle(t *testing.T) {
-	testenv.Light(t)
 	ctx := context.Background()
 	t.Run("full lifecycle - window opens before inject, closes after recover, took hold", func(t *testing.T) {
 		n, rec, calls := newStubNemesis(t)

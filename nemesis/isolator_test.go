@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package nemesis_test
 
 import (
@@ -11,7 +13,6 @@ import (
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
 	"github.com/fencecheck/fencecheck/cluster/links"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
@@ -57,7 +58,6 @@ func (c *inertIsolator) Brokers(ctx context.Context, q cluster.RoleQuery) ([]clu
 // when the other brokers drop the broker from their metadata, not because the call returned
 // nil; recovery and heal-all's sweep unisolate.
 func TestIsolateByCommand(t *testing.T) {
-	testenv.Light(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	k, err := embedded.New(ctx, embedded.Options{})

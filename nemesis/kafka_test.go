@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package nemesis_test
 
 import (
@@ -9,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
@@ -89,7 +90,6 @@ func TestKafkaFaultsNotInDefaultMenu(t *testing.T) {
 // cluster: each takes hold only once a matching request was acted upon, names its targets,
 // does what it says to the transport's calls, and heals.
 func TestKafkaFaultsInject(t *testing.T) {
-	testenv.Light(t)
 	// injectWhile injects line's spec while call runs again and again, as the workload would,
 	// and returns the injection once it took hold and the call's first error.
 	injectWhile := func(t *testing.T, f *fixture, line string, call func(context.Context) error) (*nemesis.Injection, error) {

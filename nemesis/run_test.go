@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package nemesis_test
 
 import (
@@ -12,7 +14,6 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
@@ -43,7 +44,6 @@ func member(t *testing.T, z *zombie) {
 }
 
 func TestRun(t *testing.T) {
-	testenv.Light(t)
 	t.Run("script - run context cancelled mid-fault - every fault healed, every window closed", func(t *testing.T) {
 		t.Parallel()
 		z := &zombie{m: nemesis.Member{Process: 2, Role: "role-1", ID: "m7"}}

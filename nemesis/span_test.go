@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package nemesis_test
 
 import (
@@ -7,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
 
@@ -80,7 +81,6 @@ func (z *cappedZombie) pausePoint() {
 }
 
 func TestFreezeWindowIsWhatHappened(t *testing.T) {
-	testenv.Light(t)
 	t.Run("capped freeze - the window is the member's real freeze, not the time asked for", func(t *testing.T) {
 		t.Parallel()
 		start := time.Now()
@@ -139,7 +139,6 @@ func TestFreezeWindowIsWhatHappened(t *testing.T) {
 }
 
 func TestScriptedWindowsNameTheirSteps(t *testing.T) {
-	testenv.Light(t)
 	t.Parallel()
 	f := newFixture(t, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package scenarios_test
 
 import (

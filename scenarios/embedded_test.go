@@ -1,15 +1,18 @@
+//go:build !kafka
+
 package scenarios_test
 
 import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
@@ -19,7 +22,6 @@ import (
 // the seed Run picked, the directory's scenario.yaml loads as the scenario run.json keeps and
 // FromRun returns, and the harness log names every key once per line.
 func TestRunWithoutSeedEmbedded(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario")
 	}
@@ -113,4 +115,57 @@ func logfmt(line string) [][2]string {
 		out = append(out, [2]string{k, v})
 	}
 	return out
+}
+
+// TestBuiltinScenariosEmbedded runs every built-in scenario that the embedded cluster can run,
+// all at once, and then judges each in a subtest of its name. An embedded run spends most of
+// its time waiting on lease timers (about 5% of a core each, measured by the soak): one after
+// another they cost CI six minutes of an idle machine, four at a time (go test's -parallel)
+// a minute and a half, all at once about as long as the longest scenario.
+func TestBuiltinScenariosEmbedded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every scenario for its full duration")
+	}
+	// Embedded runs mostly wait on lease timers: they overlap one another (parallel tests
+	// start once the Kafka tests, which are not parallel, are done).
+	t.Parallel()
+	type run struct {
+		name string
+		out  *harness.Outcome
+		err  error
+	}
+	var runs []*run
+	for _, name := range scenarios.Names() {
+		if s, _, _ := scenarios.Builtin(name); s.Supports(scenarios.KindEmbedded) == nil {
+			runs = append(runs, &run{name: name})
+		}
+	}
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		root := t.TempDir()
+		wg.Go(func() { r.out, r.err = startScenario(r.name, scenarios.KindEmbedded, 11, root, nil) })
+	}
+	wg.Wait()
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) { mustBeValid(t, r.name, scenarios.KindEmbedded, 11, r.out, r.err) })
+	}
+}
+
+// TestFleetFilesLoad: every fleet scenario (scenarios/fleet, run by make scale) loads and
+// asks for the fleet it is named for.
+func TestFleetFilesLoad(t *testing.T) {
+	files, err := filepath.Glob("fleet/*.yaml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("fleet files %v (%v): want the four of make scale", files, err)
+	}
+	for _, file := range files {
+		s, err := scenarios.Find(file)
+		if err != nil {
+			t.Errorf("%s: %v", file, err)
+			continue
+		}
+		if s.Workload.Processes < 500 {
+			t.Errorf("%s: %d processes; a fleet has at least 500", file, s.Workload.Processes)
+		}
+	}
 }

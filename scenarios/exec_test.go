@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package scenarios_test
 
 import (
@@ -11,7 +13,6 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/fencecheck/fencecheck/transport"
@@ -63,7 +64,6 @@ func TestMain(m *testing.M) {
 // from every broker. With the seed TestBuiltinScenariosEmbedded runs them in-process, they
 // must come out valid too, every scripted fault having taken hold.
 func TestExecTransportEmbedded(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs scenarios")
 	}

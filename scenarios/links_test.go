@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package scenarios_test
 
 import (
@@ -7,7 +9,6 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster/links"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
@@ -28,7 +29,6 @@ import (
 // refused work write at 10.864 s opened the phantom and its abort 2.000 s later fenced the
 // holder's work write).
 func TestLinkModesAgree(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs scenarios for their full duration")
 	}

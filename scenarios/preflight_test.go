@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package scenarios_test
 
 import (
@@ -13,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/fencecheck/fencecheck/checker"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
@@ -25,7 +26,6 @@ import (
 // naming the missing APIs, the console shows the preflight's table, and the history holds no
 // operation, so nothing in the run can read as a fencing violation.
 func TestPreflightRefusesABrokerThatCannotEndTransactions(t *testing.T) {
-	testenv.Light(t)
 	v := kversion.Stable()
 	v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), -1)
 	v.SetMaxKeyVersion(kmsg.DescribeTransactions.Int16(), -1)

@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package scenarios_test
 
 import (
@@ -10,7 +12,6 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
@@ -146,7 +147,6 @@ func TestCommitAfterTimeoutAbortEmbedded(t *testing.T) {
 // with the other tests that do (embedded runs mostly wait on lease timers); not in -short.
 func runRegression(t *testing.T, name string, seed uint64) *harness.Outcome {
 	t.Helper()
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a regression for its full duration")
 	}

@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package scenarios_test
 
 import (
@@ -10,7 +12,6 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -46,7 +47,6 @@ func TestSharesCluster(t *testing.T) {
 // the cluster is still up after both (Run does not stop a cluster it did not start). A
 // scenario whose kind is not the cluster's is refused.
 func TestRunsOnSharedCluster(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs two scenarios")
 	}

@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package scenarios_test
 
 import (
@@ -8,7 +10,6 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
@@ -135,7 +136,6 @@ on_kafka:
 // tenth under the 3s request timeout; its window in the history is the 2.7s the member was
 // frozen, not the 6s asked for.
 func TestCappedFreezeRecordsItsRealLength(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a 10s scenario")
 	}

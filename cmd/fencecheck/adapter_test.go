@@ -1,11 +1,14 @@
+//go:build !kafka
+
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/fencecheck/fencecheck/internal/testenv"
 )
 
 // TestSelftestThroughTheExecProtocol runs selftest's check of the real transport on
@@ -13,14 +16,15 @@ import (
 // process of the run): it must be valid in every scenario the mutants use, and the stored
 // repeat command must carry the quoted transport.
 func TestSelftestThroughTheExecProtocol(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario per mutant scenario")
 	}
 	bin := buildBinary(t)
 	tr := "exec:" + bin + " adapter"
-	out, err := exec.Command(bin, "selftest", "--transport", tr, "--no-mutants", "--duration", "8s", "--out", t.TempDir()).CombinedOutput()
+	root := t.TempDir()
+	out, err := exec.Command(bin, "selftest", "--transport", tr, "--no-mutants", "--duration", "8s", "--out", root).CombinedOutput()
 	if code := exitCode(t, err); code != 0 {
+		logRunsNotValid(t, root)
 		t.Fatalf("selftest exit %d:\n%s", code, out)
 	}
 	if n := strings.Count(string(out), "PASS  "+tr); n != 2 {
@@ -28,5 +32,23 @@ func TestSelftestThroughTheExecProtocol(t *testing.T) {
 	}
 	if strings.Contains(string(out), "mutant:") || !strings.Contains(string(out), "selftest passed: the "+tr+" transport valid in 2 scenario(s)") {
 		t.Errorf("selftest output is not the exec transport's alone:\n%s", out)
+	}
+}
+
+// logRunsNotValid logs the results and the harness log's last lines of every run under root
+// that did not come out valid: the test's directory is gone once it fails.
+func logRunsNotValid(t *testing.T, root string) {
+	t.Helper()
+	results, _ := filepath.Glob(filepath.Join(root, "*", "*", "results.json"))
+	for _, r := range results {
+		b, err := os.ReadFile(r)
+		var res struct{ Verdict string }
+		if err == nil && json.Unmarshal(b, &res) == nil && res.Verdict == "valid" {
+			continue
+		}
+		t.Logf("%s:\n%s", r, b)
+		logs, _ := os.ReadFile(filepath.Join(filepath.Dir(r), "logs", "harness.log"))
+		lines := strings.Split(strings.TrimSpace(string(logs)), "\n")
+		t.Logf("harness.log, last lines:\n%s", strings.Join(lines[max(0, len(lines)-30):], "\n"))
 	}
 }

@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package main
 
 import (
@@ -11,13 +13,11 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster/embedded"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 )
 
 // TestHealRunsLeftoverCommands: heal resumes a broker the state file of a crashed run lists
 // as paused and unisolates one it lists as isolated, and clears the state file.
 func TestHealRunsLeftoverCommands(t *testing.T) {
-	testenv.Light(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	k, err := embedded.New(ctx, embedded.Options{})

@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package main
 
 import (
@@ -6,15 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/fencecheck/fencecheck/internal/testenv"
 )
 
 // TestKeyFaultThatNeverHappensIsInconclusive: zombie-holder freezes the holder of r1 before its
 // lease commit, but this mutant writes leases outside transactions and sends no commit, so the
 // freeze never engages. The run must not pass: it is inconclusive (exit 2) and names the step.
 func TestKeyFaultThatNeverHappensIsInconclusive(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs zombie-holder for 22s")
 	}

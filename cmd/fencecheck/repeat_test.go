@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package main
 
 import (
@@ -13,7 +15,6 @@ import (
 	"testing"
 
 	"github.com/fencecheck/fencecheck/checker/history"
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/workload"
 )
 
@@ -23,7 +24,6 @@ import (
 // sequence of looks (what it read or described). Timing is the cluster's, so only the order and
 // the targets of the choices are compared, up to the shorter run's length.
 func TestRepeatCommandWithoutSeed(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario twice")
 	}
@@ -156,7 +156,6 @@ func choices(t *testing.T, dir string) schedule {
 // TestRepeatRunsOneScheduleAndCountRunsOthers: --repeat N runs the same seed N times (one
 // picked at random when --seed is not given); --count N with --seed S runs seeds S, S+1.
 func TestRepeatRunsOneScheduleAndCountRunsOthers(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario four times")
 	}
@@ -189,7 +188,6 @@ func TestRepeatRunsOneScheduleAndCountRunsOthers(t *testing.T) {
 // run.json keeps it (the flags' overrides included), with its seed and transport; --seed
 // given wins.
 func TestRunOfARunDirectoryRepeatsIt(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario three times")
 	}

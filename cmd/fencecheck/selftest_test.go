@@ -1,11 +1,16 @@
+//go:build !kafka
+
 package main
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/transport/mutant"
 )
 
 // TestSelftestListsEveryMutant: --list names every mutant --transport accepts, those made for
@@ -52,5 +57,50 @@ func TestScenariosListHasAHeaderAndEveryScenario(t *testing.T) {
 		if len(f) < 2+6 || f[0] != name {
 			t.Errorf("row %q: want %s, its cluster and a description of at least 6 words", lines[i+1], name)
 		}
+	}
+}
+
+// TestSelftest runs `fencecheck selftest` on the embedded cluster: it passes only if every
+// mutant transport is judged invalid on a guarantee it breaks and the real one valid.
+func TestSelftest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a scenario per transport")
+	}
+	// Embedded runs mostly wait on lease timers: this one overlaps the others.
+	t.Parallel()
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "selftest", "--duration", "8s", "--out", t.TempDir()).CombinedOutput()
+	if code := exitCode(t, err); code != 0 {
+		t.Fatalf("selftest exit %d:\n%s", code, out)
+	}
+	// On the embedded cluster the runs go side by side by default.
+	want := []string{"PASS  real", "selftest passed", "at a time"}
+	for _, m := range mutant.List() {
+		want = append(want, "PASS  mutant:"+m.Name)
+	}
+	if len(want) < 2+10 {
+		t.Errorf("%d mutants, want at least 10", len(want)-2)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("selftest output lacks %q:\n%s", w, out)
+		}
+	}
+	// The table has a row per mutant, caught on its one seed with a time to detect.
+	rows := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 5 || !slices.ContainsFunc(mutant.List(), func(m mutant.Description) bool { return m.Name == f[0] }) {
+			continue
+		}
+		rows++
+		if n := len(f); f[n-3] != "1" || f[n-2] != "1" {
+			t.Errorf("row %q: want 1 seed tried and 1 caught", line)
+		} else if d, err := time.ParseDuration(f[n-1]); err != nil || d <= 0 {
+			t.Errorf("row %q: no time to detect (%v)", line, err)
+		}
+	}
+	if rows != len(mutant.List()) {
+		t.Errorf("%d table rows, want one per mutant (%d):\n%s", rows, len(mutant.List()), out)
 	}
 }

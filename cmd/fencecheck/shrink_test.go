@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package main
 
 import (
@@ -9,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fencecheck/fencecheck/internal/testenv"
 )
 
 // TestShrinkCtrlC shrinks a mutant's failing run as a user would and presses Ctrl-C (SIGINT)
@@ -19,7 +19,6 @@ import (
 // mutant runs behind the exec protocol (`fencecheck adapter --mutant`), so the tries must use
 // the run's exec transport, and the commands that repeat them must quote it.
 func TestShrinkCtrlC(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs scenarios")
 	}

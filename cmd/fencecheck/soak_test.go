@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package main
 
 import (
@@ -11,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios/soak"
 )
 
@@ -83,7 +84,6 @@ func dirVerdicts(t *testing.T, root string) (map[string]map[string]int, map[stri
 // directory, in soak.json and soak.md. Repeating the command continues the soak, which is
 // complete, so it runs nothing more.
 func TestSoakTable(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs four short scenarios")
 	}
@@ -189,7 +189,6 @@ promises: [handoff]
 // second run: the soak must stop, exit 1, and leave a table that lists the first run (counted,
 // invalid, with its seed and directory) and the interrupted one (not counted).
 func TestSoakInterrupt(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs scenarios")
 	}
@@ -283,7 +282,6 @@ func TestSoakUsageErrors(t *testing.T) {
 // so) must give what the run gave, inconclusive (exit 2), not valid. The soak found this:
 // interrupted runs re-checked offline came out valid.
 func TestCheckKeepsInterruptedInconclusive(t *testing.T) {
-	testenv.Light(t)
 	if testing.Short() {
 		t.Skip("runs a scenario")
 	}

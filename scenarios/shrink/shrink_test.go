@@ -1,3 +1,5 @@
+//go:build !kafka
+
 package shrink
 
 import (
@@ -41,8 +43,6 @@ nemesis:
     for: 1s
 duration: 6s
 `
-
-const mutantName = "mutant:ack-fenced"
 
 var (
 	originOnce sync.Once

@@ -1,0 +1,128 @@
+//go:build kafka
+
+package scenarios_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/adapters"
+	"github.com/fencecheck/fencecheck/internal/testenv"
+	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/scenarios/harness"
+)
+
+// TestScenariosLocalKafka runs the scenarios that matter most against Apache Kafka, with
+// fencecheck's transport and through the adapters of adapters/ (the seed's transport on
+// kafka-clients, librdkafka, Sarama and KafkaJS, behind the exec protocol, one adapter process
+// per process of the run): each must come out valid, every scripted fault having taken hold.
+func TestScenariosLocalKafka(t *testing.T) {
+	testenv.NeedKafka(t, "starts Kafka clusters")
+	// One cluster for all of them, which saves a cluster start each: holder-partition and
+	// zombie-holder fault only their own links and members (scenarios.SharesCluster), so they
+	// come first; pause-broker stops a broker and resumes it, and kill-coordinator, which
+	// changes the cluster under any later run, comes last. Each client runs zombie-holder and
+	// one broker fault here: the Java adapter kill-coordinator, the third-party clients
+	// pause-broker (24 s against kill-coordinator's 60 s on Kafka); fencecheck's transport
+	// runs kill-coordinator as a long test (TestKillCoordinatorLocalKafka), for CI's time: the
+	// broker kill and restart it drives are in cluster/local's own tests.
+	//
+	// zombie-holder was a long test for a while, with either transport: under CI's load its
+	// first freeze aimed at a member deposed before its next pause point, or, through the
+	// Java adapter, at nobody. A freeze now waits for the role's handoff to settle and follows
+	// the role to its holder until it takes hold; both runs were valid in 4 of 4 passes of
+	// this package's Kafka lane beside the light lane (load average 5 on 2 cores).
+	ctx := context.Background()
+	cl, err := harness.StartCluster(ctx, scenarios.ClusterSpec{Kind: scenarios.KindLocal}, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close(ctx)
+	type run struct{ scenario, client string } // client: an adapter of adapters/, "" for fencecheck's transport
+	runs := []run{{"holder-partition", ""}, {"zombie-holder", ""}}
+	for _, c := range adapters.Clients {
+		runs = append(runs, run{"zombie-holder", c.Name})
+	}
+	for _, c := range adapters.Clients {
+		if c.Name != "java" {
+			runs = append(runs, run{"pause-broker", c.Name})
+		}
+	}
+	runs = append(runs, run{"kill-coordinator", "java"})
+	for _, run := range runs {
+		name := run.scenario
+		if run.client != "" {
+			name += " through the " + run.client + " adapter"
+		}
+		t.Run(name, func(t *testing.T) {
+			tr := ""
+			if run.client != "" {
+				tr = adapterTransport(t, run.client)
+			}
+			s, _, err := scenarios.Builtin(run.scenario)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.UseCluster(scenarios.KindLocal)
+			out, err := harness.Run(ctx, s, harness.Options{Root: t.TempDir(), Seed: 11, Transport: tr, Cluster: cl})
+			mustBeValid(t, name, scenarios.KindLocal, 11, out, err)
+		})
+	}
+}
+
+// TestScenariosContainers runs the partition scenario (and, in the long tests, the
+// coordinator kill) against Apache Kafka in containers (the project's engine and images:
+// make docker-engine images).
+//
+// The partition runs on a SASL_SSL cluster: the one containers cluster start make test pays
+// for here also proves that a containers cluster starts secured (certificates, SCRAM
+// credentials made at format time, the authorizer, all inside the containers), that links
+// cut under TLS, and that no file of the run or of the brokers' logs holds the password or
+// a private key. cluster/containers' own tests run plaintext containers clusters.
+func TestScenariosContainers(t *testing.T) {
+	testenv.NeedDocker(t, "starts Kafka clusters")
+	// The containers backend's broker kill, pause and link cut are tested in its own package;
+	// here one scenario shows a whole run valid on it, and the long tests add a kill.
+	t.Run("holder-partition", func(t *testing.T) {
+		const name, seed = "holder-partition", 11
+		s, _, err := scenarios.Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.UseCluster(scenarios.KindContainers)
+		s.Cluster.Security = scenarios.SecuritySASLSSL
+		// The test starts the cluster, not the run, so that it can read the generated password
+		// and keys before Close removes them. The brokers' logs go under root with the run
+		// directory, so the leak check reads them too.
+		root := t.TempDir()
+		ctx := context.Background()
+		cl, err := harness.StartCluster(ctx, s.Cluster, filepath.Join(root, "brokers"), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeCluster := sync.OnceValue(func() error { return cl.Close(ctx) })
+		t.Cleanup(func() { closeCluster() })
+		if sec := cluster.ClientSecurity(cl); sec == nil || sec.TLS == nil || sec.SASLMechanism == "" {
+			t.Fatalf("the containers cluster's client security is %v; want SASL_SSL", sec)
+		}
+		secrets := clusterSecrets(t, cl)
+		out, err := harness.Run(ctx, s, harness.Options{Root: root, Seed: seed, Cluster: cl})
+		mustBeValid(t, name, "a SASL_SSL "+scenarios.KindContainers, seed, out, err)
+		// Closed first, so that the brokers' logs are complete when they are read.
+		if err := closeCluster(); err != nil {
+			t.Fatal(err)
+		}
+		if logs, _ := filepath.Glob(filepath.Join(root, "brokers", "*.log")); len(logs) != cl.Info().Brokers {
+			t.Fatalf("broker logs %v under %s; want one per broker (%d) for the leak check to read", logs, root, cl.Info().Brokers)
+		}
+		mustLeakNoSecret(t, root, out, secrets, scenarios.SecuritySASLSSL)
+	})
+	t.Run("kill-coordinator", func(t *testing.T) {
+		testenv.Long(t)
+		runScenario(t, "kill-coordinator", scenarios.KindContainers, 11)
+	})
+}
