@@ -723,6 +723,12 @@ func (p *proc) Kill() error {
 	return err
 }
 
+// Stop sends SIGTERM: the broker shuts down cleanly.
+func (p *proc) Stop() error {
+	_, err := p.r.cli.ContainerKill(context.Background(), p.id, client.ContainerKillOptions{Signal: "TERM"})
+	return err
+}
+
 func (p *proc) Pause() error {
 	_, err := p.r.cli.ContainerPause(context.Background(), p.id, client.ContainerPauseOptions{})
 	return err

@@ -39,12 +39,18 @@ func (h Home) Major() int {
 
 // CacheDir is where `make kafka` puts version v:
 // $HOME/.cache/fencecheck/kafka/<v> (os.UserCacheDir honours XDG_CACHE_HOME).
-func CacheDir(v string) string {
+func CacheDir(v string) string { return filepath.Join(userCache(), "fencecheck", "kafka", v) }
+
+// StartCacheDir is the default Options.StartCache: $HOME/.cache/fencecheck/kafka-start.
+func StartCacheDir() string { return filepath.Join(userCache(), "fencecheck", "kafka-start") }
+
+// userCache is os.UserCacheDir, or $HOME/.cache when it has none.
+func userCache() string {
 	base, err := os.UserCacheDir()
 	if err != nil {
 		base = filepath.Join(os.Getenv("HOME"), ".cache")
 	}
-	return filepath.Join(base, "fencecheck", "kafka", v)
+	return base
 }
 
 // FindHome locates the jars for version ("" = any, preferring DefaultVersion):

@@ -21,6 +21,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -85,6 +86,15 @@ type Options struct {
 	// and the admin's SCRAM credentials are generated at start; the standard authorizer runs
 	// and the admin (ClientSecurity) is a super user. Inter-broker traffic stays plaintext.
 	Security string
+	// StartCache is a folder kept between clusters that makes starts faster: the storage
+	// tool's output per release and settings (a cluster formats by copying it instead of
+	// running three tool JVMs), and a class-data archive of the broker JVM, which the first
+	// cluster's b0 writes as Close stops it (SIGTERM, a few seconds once). Default
+	// StartCacheDir(). A secured cluster formats with the tool.
+	StartCache string
+	// NoStartCache starts without the cache: every start formats with the tool and loads
+	// every class.
+	NoStartCache bool
 }
 
 // Cluster is a running local cluster. It implements cluster.Cluster; Tag,
@@ -120,6 +130,12 @@ func (o *Options) defaults() (Home, error) {
 	}
 	if o.JVMFlags == nil {
 		o.JVMFlags = DefaultJVMFlags
+	}
+	switch {
+	case o.NoStartCache:
+		o.StartCache = ""
+	case o.StartCache == "":
+		o.StartCache = StartCacheDir()
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 3 * time.Minute
@@ -165,6 +181,7 @@ func New(ctx context.Context, opts Options) (*Cluster, error) {
 		Dir: opts.Dir, LogsDir: opts.LogsDir, JVMFlags: opts.JVMFlags, Configs: opts.Configs,
 		StartTimeout: opts.StartTimeout, Network: opts.Network, Logger: opts.Logger, Security: opts.Security,
 		Runner: &execRunner{java: opts.Java, libs: home.Libs(), spawn: newSpawner()},
+		Cache:  opts.StartCache, JVM: javaID(opts.Java),
 	})
 	if err != nil {
 		if ownDir != "" {
@@ -190,6 +207,24 @@ type execRunner struct {
 	java  string
 	libs  string
 	spawn *spawner
+}
+
+// javaID names the java binary the command runs: its resolved path, size and modification
+// time, which change when the JDK does (a class-data archive is only good for the JVM that
+// wrote it).
+func javaID(java string) string {
+	p, err := exec.LookPath(java)
+	if err == nil {
+		p, err = filepath.EvalSymlinks(p)
+	}
+	if err != nil {
+		return java
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return p
+	}
+	return fmt.Sprintf("%s %d %d", p, st.Size(), st.ModTime().UnixNano())
 }
 
 func (r *execRunner) Classpath() string { return filepath.Join(r.libs, "*") }
@@ -242,6 +277,7 @@ func (p *proc) signal(sig syscall.Signal) error {
 }
 
 func (p *proc) Kill() error   { return p.signal(syscall.SIGKILL) }
+func (p *proc) Stop() error   { return p.signal(syscall.SIGTERM) }
 func (p *proc) Pause() error  { return p.signal(syscall.SIGSTOP) }
 func (p *proc) Resume() error { return p.signal(syscall.SIGCONT) }
 func (p *proc) PID() int      { return p.cmd.Process.Pid }

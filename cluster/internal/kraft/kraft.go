@@ -95,6 +95,8 @@ type Proc interface {
 	// Kill stops the process abruptly (SIGKILL); it also works on a paused
 	// process. Calling it after exit is harmless.
 	Kill() error
+	// Stop asks the process to exit (SIGTERM): a broker shuts down cleanly.
+	Stop() error
 	// Pause freezes the process; Resume thaws it.
 	Pause() error
 	Resume() error
@@ -120,6 +122,14 @@ type Config struct {
 	// Security is the CLIENT listener's mode: "" (plaintext), SecurityTLS, SecuritySASLScram
 	// or SecuritySASLSSL. A secured cluster also runs the standard authorizer.
 	Security string
+	// Cache is a folder kept between clusters, "" for none: New formats from the storage
+	// tool's output kept there for the same release and settings instead of running the tool,
+	// and the broker JVMs share a class-data archive kept there (cache.go). Only a backend
+	// whose JVMs run on this host, with these paths, may set it.
+	Cache string
+	// JVM names the java the Runner starts (its path and build), so that a class-data archive
+	// is used only by the JVM that made it.
+	JVM string
 }
 
 // Major is the major version of Config.Version (3 or 4).
@@ -138,6 +148,11 @@ type Cluster struct {
 	cl        *kgo.Client // admin, on Bootstrap; set once started (mu)
 	sec       *material   // nil for a plaintext cluster
 	claimed   []int       // broker ports picked by makeLinks (ports.Claim), released by Close
+	formatted string      // how New formatted: "tool", "tool, cached" or "cache"
+
+	// The class-data archive (cache.go), fixed by New: its path, "used" or "training" (node 0
+	// writes it at exit to the file training names), "" when there is none.
+	archive, archiveState, training string
 
 	mu     sync.Mutex
 	closed bool
@@ -193,6 +208,7 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.makeDirs(); err != nil {
 		return nil, err
 	}
+	c.archiveFlags()
 	if err := CheckSecurity(cfg.Security); err != nil {
 		return nil, err
 	}
@@ -240,7 +256,8 @@ func New(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	c.log.Info("cluster ready", "version", cfg.Version, "brokers", cfg.Brokers, "txn_version", cfg.TxnVersion,
 		"client_security", c.ClientSecurity(),
-		"dir", c.cfg.Dir, "format", formatted.Sub(began).Round(time.Millisecond),
+		"dir", c.cfg.Dir, "format", formatted.Sub(began).Round(time.Millisecond), "formatted_by", c.formatted,
+		"class_archive", c.archiveState,
 		"started", started.Sub(formatted).Round(time.Millisecond),
 		"healthy", time.Since(started).Round(time.Millisecond))
 	return c, nil
@@ -434,15 +451,27 @@ func (c *Cluster) format(ctx context.Context) error {
 			return err
 		}
 	}
+	var features []string
+	if c.cfg.Major() >= 4 {
+		features = []string{"-f", "transaction.version=" + strconv.Itoa(c.cfg.TxnVersion)}
+	}
+	entry := c.formatEntry(features)
+	if entry != "" {
+		ok, err := c.formatFromCache(entry)
+		if err != nil {
+			return err
+		}
+		if ok {
+			c.formatted = "cache"
+			return nil
+		}
+	}
 	errs := make([]error, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
 		args := c.javaArgs(n, []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"})
 		args = append(args, "kafka.tools.StorageTool", "format", "-t", c.clusterID, "-c", n.props)
-		if c.cfg.Major() >= 4 {
-			args = append(args, "-f", "transaction.version="+strconv.Itoa(c.cfg.TxnVersion))
-		}
-		args = append(args, scram...)
+		args = append(append(args, features...), scram...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -450,7 +479,16 @@ func (c *Cluster) format(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	c.formatted = "tool"
+	if err := errors.Join(errs...); err != nil || entry == "" {
+		return err
+	}
+	if err := c.saveFormat(entry); err != nil {
+		c.log.Warn("keep the format for the next clusters", "entry", entry, "err", err)
+		return nil
+	}
+	c.formatted = "tool, cached"
+	return nil
 }
 
 // runTool runs a short-lived JVM to completion, its output appended to the
@@ -506,7 +544,7 @@ func (c *Cluster) start(ctx context.Context, n *node) error {
 	if err := c.logMarker(n, "start"); err != nil {
 		return err
 	}
-	args := append(c.javaArgs(n, c.cfg.JVMFlags), "kafka.Kafka", n.props)
+	args := append(c.javaArgs(n, c.brokerFlags(n)), "kafka.Kafka", n.props)
 	p, err := c.cfg.Runner.Start(ctx, ProcSpec{Node: n.id, Mounts: c.mounts(), What: "broker", Dir: n.dir, LogPath: n.logPath, Args: args})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", links.BrokerName(n.id), err)
@@ -867,6 +905,9 @@ func (c *Cluster) Close(ctx context.Context) error {
 		return nil
 	}
 	c.closed = true
+	c.mu.Unlock()
+	c.stopTraining(ctx)
+	c.mu.Lock()
 	var waits []chan struct{}
 	var errs []error
 	for _, n := range c.nodes {

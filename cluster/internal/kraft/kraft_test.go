@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,10 +25,12 @@ type fakeRunner struct {
 	alive     atomic.Int32 // processes started and not yet exited
 	mu        sync.Mutex
 	started   int
+	args      [][]string // of every Start
 }
 
 type fakeProc struct {
 	r    *fakeRunner
+	args []string
 	once sync.Once
 	dead chan struct{}
 }
@@ -51,9 +54,10 @@ func (r *fakeRunner) Start(ctx context.Context, spec ProcSpec) (Proc, error) {
 	}
 	r.mu.Lock()
 	r.started++
+	r.args = append(r.args, spec.Args)
 	r.mu.Unlock()
 	r.alive.Add(1)
-	return &fakeProc{r: r, dead: make(chan struct{})}, nil
+	return &fakeProc{r: r, args: spec.Args, dead: make(chan struct{})}, nil
 }
 
 func (r *fakeRunner) Close(context.Context) error { return nil }
@@ -67,6 +71,19 @@ func (p *fakeProc) Wait() error {
 func (p *fakeProc) Kill() error {
 	p.once.Do(func() { close(p.dead) })
 	return nil
+}
+
+// Stop exits as a JVM does on SIGTERM, writing the class-data archive its
+// -XX:ArchiveClassesAtExit names.
+func (p *fakeProc) Stop() error {
+	for _, a := range p.args {
+		if f, ok := strings.CutPrefix(a, "-XX:ArchiveClassesAtExit="); ok {
+			if err := os.WriteFile(f, []byte("classes"), 0o444); err != nil {
+				return err
+			}
+		}
+	}
+	return p.Kill()
 }
 func (p *fakeProc) Pause() error  { return nil }
 func (p *fakeProc) Resume() error { return nil }
