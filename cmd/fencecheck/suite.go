@@ -66,36 +66,99 @@ when a cell was not run, 255 harness error, 254 a bad suite file or flag).`,
 	fl.StringVar(&f.baseline, "baseline", "", "previous suite directory: mark new failures, fixed and still failing cells")
 	fl.StringVar(&f.lock, "lock", "", "hold an exclusive flock on this file during each run")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
-	c.AddCommand(newSuiteMerge(), newSuiteShow())
+	c.AddCommand(newSuiteMerge(), newSuiteShow(), newSuitePlan())
 	return c
 }
 
-func runSuite(c *cobra.Command, arg string, f suiteFlags) error {
+func newSuitePlan() *cobra.Command {
+	var f suiteFlags
+	var runners int
+	c := &cobra.Command{
+		Use:   "plan NAME|FILE",
+		Short: "Estimate a suite's time before running it: per share, on one machine against the budget, and on N runners",
+		Long: `plan prints what suite would run and how long it should take, without running anything:
+a line per share (a group on a system, what one CI matrix job runs with --group and
+--system), the whole suite on one machine against its budget (and the cells that would start
+after it), and the wall time on --runners machines running one share each at a time, longest
+first, with each runner's shares.
+
+A cell's estimate is the mean time of its runs in --baseline (a previous suite directory, or a
+merged one) times its repeats; a cell that did not run there is the model's: the workload's
+duration plus what the cluster kind costs around it (the start of a cluster of its own, the
+heal and final reads, longer after broker faults), measured on a 2-core machine.`,
+		Example: `  fencecheck suite plan matrix --runners 8
+  fencecheck suite plan nightly --baseline nightly-last --runners 4
+  fencecheck suite plan my-suite.yaml --group links --duration 10s`,
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if runners < 0 {
+				return usageErr("--runners %d: want 0 (one machine only) or more", runners)
+			}
+			file, err := loadSuite(c, args[0], f)
+			if err != nil {
+				return err
+			}
+			cells, err := file.Plan(f.noReuse)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			var past *suite.Report
+			if f.baseline != "" {
+				if past, err = suite.Load(f.baseline); err != nil {
+					return usageErr("--baseline: %v", err)
+				}
+			}
+			return suite.PrintPlan(c.OutOrStdout(), file, file.Estimate(cells, past), runners)
+		},
+	}
+	fl := c.Flags()
+	fl.StringSliceVar(&f.groups, "group", nil, "plan only these groups of the suite (repeatable; default all)")
+	fl.StringSliceVar(&f.systems, "system", nil, "plan only these systems of the suite (repeatable; default all)")
+	fl.DurationVar(&f.budget, "budget", 0, "total time budget (default: the suite's)")
+	fl.DurationVar(&f.duration, "duration", 0, "how long each run's workload runs (default: the suite's, else each scenario's)")
+	fl.IntVar(&f.repeats, "repeats", 0, "runs per cell (default: the suite's; cell exceptions still win)")
+	fl.BoolVar(&f.noReuse, "no-reuse", false, "plan a cluster for every run instead of sharing one per system")
+	fl.StringVar(&f.baseline, "baseline", "", "a previous suite directory whose run times estimate the cells it ran")
+	fl.IntVar(&runners, "runners", 8, "also plan the shares on this many runners (0: one machine only)")
+	return c
+}
+
+// loadSuite finds the suite arg names and applies the flags that change it: the share
+// (--group, --system), --budget, --duration and --repeats.
+func loadSuite(c *cobra.Command, arg string, f suiteFlags) (*suite.File, error) {
 	file, err := suite.Find(arg)
 	if err != nil {
-		return usageErr("%v", err)
+		return nil, usageErr("%v", err)
 	}
 	if err := file.Select(f.groups, f.systems); err != nil {
-		return usageErr("%v", err)
+		return nil, usageErr("%v", err)
 	}
 	set := c.Flags().Changed
 	if set("budget") {
 		if f.budget <= 0 {
-			return usageErr("--budget %v: want a positive duration", f.budget)
+			return nil, usageErr("--budget %v: want a positive duration", f.budget)
 		}
 		file.Budget = suite.Duration(f.budget)
 	}
 	if set("duration") {
 		if f.duration <= 0 {
-			return usageErr("--duration %v: want a positive duration", f.duration)
+			return nil, usageErr("--duration %v: want a positive duration", f.duration)
 		}
 		file.Duration = suite.Duration(f.duration)
 	}
 	if set("repeats") {
 		if f.repeats < 1 {
-			return usageErr("--repeats %d: want 1 or more", f.repeats)
+			return nil, usageErr("--repeats %d: want 1 or more", f.repeats)
 		}
 		file.Repeats = f.repeats
+	}
+	return file, nil
+}
+
+func runSuite(c *cobra.Command, arg string, f suiteFlags) error {
+	file, err := loadSuite(c, arg, f)
+	if err != nil {
+		return err
 	}
 	if f.out == "" {
 		f.out = filepath.Join("suites", file.Name, time.Now().UTC().Format("20060102T150405Z"))

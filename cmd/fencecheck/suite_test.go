@@ -190,3 +190,29 @@ cells:
 		t.Errorf("junit.xml has %d testsuites, want 3", len(j.Suites))
 	}
 }
+
+// TestSuitePlan: plan runs nothing and prints every share of the matrix, the one-machine
+// estimate against the budget and the runners' wall time; bad flags are usage errors naming
+// the flag.
+func TestSuitePlan(t *testing.T) {
+	bin := buildBinary(t)
+	out, err := exec.Command(bin, "suite", "plan", "matrix", "--runners", "8").CombinedOutput()
+	if code := exitCode(t, err); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"links/kafka-4.4.0", "brokers/kfake-kafkajs", "suite matrix: 46 shares", "budget 8h00m: fits", "on 8 runners", "runner 8 ("} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = exec.Command(bin, "suite", "plan", "nightly", "--budget", "1m", "--runners", "0").CombinedOutput()
+	if code := exitCode(t, err); code != 0 || !strings.Contains(string(out), "does not fit") || strings.Contains(string(out), "runners") {
+		t.Errorf("a 1m budget: exit %d, want 0, a plan that does not fit and no runners:\n%s", code, out)
+	}
+	for _, args := range [][]string{{"--runners", "-1"}, {"--baseline", t.TempDir()}} {
+		out, err := exec.Command(bin, append([]string{"suite", "plan", "nightly"}, args...)...).CombinedOutput()
+		if code := exitCode(t, err); code != 254 || !strings.Contains(string(out), args[0]) {
+			t.Errorf("%v: exit %d, want 254 naming %s:\n%s", args, code, args[0], out)
+		}
+	}
+}

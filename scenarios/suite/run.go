@@ -191,7 +191,12 @@ func Run(ctx context.Context, f *File, opts Options) (*Report, error) {
 			total += c.repeats
 		}
 	}
-	fmt.Fprintf(opts.Console, "suite %s: %d cells, %d runs, budget %v → %s\n", f.Name, len(cells), total, f.Budget, opts.Out)
+	fmt.Fprintf(opts.Console, "suite %s: %d cells, %d runs, budget %s → %s\n", f.Name, len(cells), total, human(f.Budget.D()), opts.Out)
+	est := f.Estimate(cells, base)
+	fmt.Fprintf(opts.Console, "        estimate %s on this machine (budget %s)\n", human(est.Total), human(f.Budget.D()))
+	if n := len(est.Cut); n > 0 {
+		fmt.Fprintf(opts.Console, "        at the estimate %d cells start after the budget, from %s: they would be left not run (fencecheck suite plan)\n", n, est.Cut[0])
+	}
 	var sc *sharedCluster
 	defer func() { sc.close() }()
 	clusters := map[string]int{} // shared clusters started per system
