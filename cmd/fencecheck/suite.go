@@ -57,12 +57,7 @@ when a cell was not run, 255 harness error, 254 a bad suite file or flag).`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.out, "out", "", "suite directory (default suites/<name>/<UTC time>)")
-	fl.StringSliceVar(&f.groups, "group", nil, "run only these groups of the suite (repeatable; default all)")
-	fl.StringSliceVar(&f.systems, "system", nil, "run only on these systems of the suite (repeatable; default all)")
-	fl.DurationVar(&f.budget, "budget", 0, "total time budget: no run starts after it (default: the suite's)")
-	fl.DurationVar(&f.duration, "duration", 0, "how long each run's workload runs (default: the suite's, else each scenario's)")
-	fl.IntVar(&f.repeats, "repeats", 0, "runs per cell (default: the suite's; cell exceptions still win)")
-	fl.BoolVar(&f.noReuse, "no-reuse", false, "start a cluster for every run instead of sharing one per system")
+	f.shapeFlags(c, "run")
 	fl.StringVar(&f.baseline, "baseline", "", "previous suite directory: mark new failures, fixed and still failing cells")
 	fl.StringVar(&f.lock, "lock", "", "hold an exclusive flock on this file during each run")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
@@ -111,16 +106,23 @@ heal and final reads, longer after broker faults), measured on a 2-core machine.
 			return suite.PrintPlan(c.OutOrStdout(), file, file.Estimate(cells, past), runners)
 		},
 	}
+	f.shapeFlags(c, "plan")
 	fl := c.Flags()
-	fl.StringSliceVar(&f.groups, "group", nil, "plan only these groups of the suite (repeatable; default all)")
-	fl.StringSliceVar(&f.systems, "system", nil, "plan only these systems of the suite (repeatable; default all)")
-	fl.DurationVar(&f.budget, "budget", 0, "total time budget (default: the suite's)")
-	fl.DurationVar(&f.duration, "duration", 0, "how long each run's workload runs (default: the suite's, else each scenario's)")
-	fl.IntVar(&f.repeats, "repeats", 0, "runs per cell (default: the suite's; cell exceptions still win)")
-	fl.BoolVar(&f.noReuse, "no-reuse", false, "plan a cluster for every run instead of sharing one per system")
 	fl.StringVar(&f.baseline, "baseline", "", "a previous suite directory whose run times estimate the cells it ran")
 	fl.IntVar(&runners, "runners", 8, "also plan the shares on this many runners (0: one machine only)")
 	return c
+}
+
+// shapeFlags defines the flags that change what a suite runs, which loadSuite applies, for
+// suite and suite plan (verb: "run" or "plan").
+func (f *suiteFlags) shapeFlags(c *cobra.Command, verb string) {
+	fl := c.Flags()
+	fl.StringSliceVar(&f.groups, "group", nil, verb+" only these groups of the suite (repeatable; default all)")
+	fl.StringSliceVar(&f.systems, "system", nil, verb+" only on these systems of the suite (repeatable; default all)")
+	fl.DurationVar(&f.budget, "budget", 0, "total time budget: no run starts after it (default: the suite's)")
+	fl.DurationVar(&f.duration, "duration", 0, "how long each run's workload runs (default: the suite's, else each scenario's)")
+	fl.IntVar(&f.repeats, "repeats", 0, "runs per cell (default: the suite's; cell exceptions still win)")
+	fl.BoolVar(&f.noReuse, "no-reuse", false, "start a cluster for every run instead of sharing one per system")
 }
 
 // loadSuite finds the suite arg names and applies the flags that change it: the share
