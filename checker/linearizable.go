@@ -158,11 +158,25 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 	return ops
 }
 
-// searchBuf is one worker's reusable memory for building a role's model operations.
+// searchBuf is one worker's reusable memory for building and pruning a role's model
+// operations: a million-operation history has a thousand roles, and allocating these afresh
+// for each was a tenth of the check's allocations.
 type searchBuf struct {
-	inputs  []model.Op
-	ops     []porcupine.Operation
-	scratch []porcupine.Operation
+	inputs []model.Op
+	ops    []porcupine.Operation
+	// prune's: the acquires (in order, by invocation, by return), the describes that
+	// reported a holder and those that reported none, and the running tokens over the
+	// acquires.
+	acquires, byCall, byReturn, held, none  []porcupine.Operation
+	prefixMax, suffixMin, prefixMaxReturned []history.Token
+}
+
+// tokens returns (*buf)[:n], growing *buf when it is shorter.
+func tokens(buf *[]history.Token, n int) []history.Token {
+	if cap(*buf) < n {
+		*buf = make([]history.Token, n)
+	}
+	return (*buf)[:n]
 }
 
 func in(o porcupine.Operation) *model.Op { return o.Input.(*model.Op) }
@@ -183,8 +197,7 @@ func in(o porcupine.Operation) *model.Op { return o.Input.(*model.Op) }
 // to a token below its acquire's, and is invoked with it, so it never raises the mint above
 // what the rules assume; and it does not touch the floor.
 func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
-	acquires := buf.scratch[:0]
-	var held, none []porcupine.Operation
+	acquires, held, none := buf.acquires[:0], buf.held[:0], buf.none[:0]
 	for _, o := range ops {
 		switch in(o).Kind {
 		case model.Acquire:
@@ -195,11 +208,12 @@ func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
 			none = append(none, o)
 		}
 	}
-	buf.scratch = acquires
+	buf.acquires, buf.held, buf.none = acquires, held, none
 	// maxCalled(T): the greatest token among acquires invoked at or before T.
-	byCall := slices.Clone(acquires)
+	byCall := append(buf.byCall[:0], acquires...)
+	buf.byCall = byCall
 	slices.SortFunc(byCall, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
-	prefixMax := make([]history.Token, len(byCall))
+	prefixMax := tokens(&buf.prefixMax, len(byCall))
 	for i, a := range byCall {
 		prefixMax[i] = in(a).Token
 		if i > 0 && prefixMax[i].Less(prefixMax[i-1]) {
@@ -215,16 +229,17 @@ func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
 	}
 	// By return time: suffixMin[i] is the least token among byReturn[i:] (the acquires that
 	// returned at or after byReturn[i]), prefixMaxReturned[i] the greatest among byReturn[:i+1].
-	byReturn := slices.Clone(acquires)
+	byReturn := append(buf.byReturn[:0], acquires...)
+	buf.byReturn = byReturn
 	slices.SortFunc(byReturn, func(a, b porcupine.Operation) int { return cmp.Compare(a.Return, b.Return) })
-	suffixMin := make([]history.Token, len(byReturn))
+	suffixMin := tokens(&buf.suffixMin, len(byReturn))
 	for i := len(byReturn) - 1; i >= 0; i-- {
 		suffixMin[i] = in(byReturn[i]).Token
 		if i+1 < len(byReturn) && suffixMin[i+1].Less(suffixMin[i]) {
 			suffixMin[i] = suffixMin[i+1]
 		}
 	}
-	prefixMaxReturned := make([]history.Token, len(byReturn))
+	prefixMaxReturned := tokens(&buf.prefixMaxReturned, len(byReturn))
 	for i, a := range byReturn {
 		prefixMaxReturned[i] = in(a).Token
 		if i > 0 && prefixMaxReturned[i].Less(prefixMaxReturned[i-1]) {
