@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/fencecheck/fencecheck/checker/history"
 )
@@ -26,6 +27,7 @@ type index struct {
 	logs     map[history.LogID]*logInfo
 	logList  []*logInfo         // by logInfo.num: in the order operations first named them
 	workLogs map[int32]*logInfo // work partition → its log
+	roleLogs []*logInfo         // by role number: its lease log, once an operation names it
 	logIDs   []history.LogID    // sorted: lease logs by role, then work partitions
 	opLog    []int32            // per operation: the num of the log it writes or reads, -1 if none
 
@@ -55,7 +57,6 @@ type index struct {
 type roleData struct {
 	ops     []roleOp // in history order
 	members []memberKey
-	log     *logInfo // the role's lease log, once an operation names it
 	// On a cluster that hashes producer ids: the order of the role's producer ids (nil when
 	// it has one), or why their order is not established (see orderPIDs).
 	rot       *rotation
@@ -177,7 +178,13 @@ func newIndex(h *history.History, cfg *config) *index {
 	}
 	writes := x.numberRoles()
 	x.writes = make(map[string]int32, writes) // at its size: growing a map this large rehashes it
+	// Copying the role operations and filing the writes and reads touch different parts of
+	// the index (and only the second finds malformed operations, in history order as
+	// before): each is about a third of building it, so they run on two cores.
+	var copying sync.WaitGroup
+	copying.Go(x.copyRoleOps)
 	x.fileOps()
+	copying.Wait()
 	x.checkFaultTimes()
 	for r, role := range x.roles {
 		x.log(history.RoleLog(role))
@@ -263,26 +270,37 @@ func (x *index) numberRoles() (writes int) {
 	return writes
 }
 
-// fileOps checks every operation's times, copies the role operations into their roles, and
-// files writes (by write id and by log) and ok reads by log.
-func (x *index) fileOps() {
+// copyRoleOps copies every role operation into its role, and marks every operation not yet
+// seen by a committed read.
+func (x *index) copyRoleOps() {
 	h := x.h
 	for i := range h.Ops {
-		op := &h.Ops[i]
-		x.seenAt[i], x.seenBy[i], x.opLog[i] = history.Never, -1, -1
-		x.checkOpTimes(op)
-		var rd *roleData
+		x.seenAt[i], x.seenBy[i] = history.Never, -1
 		if r := x.roleOf[i]; r >= 0 {
-			rd = x.roleData[r]
+			op := &h.Ops[i]
 			if k := toOpKind(op.Kind); k != 0 {
+				rd := x.roleData[r]
 				rd.ops = append(rd.ops, newRoleOp(op, int32(i), k, rd))
 			}
 		}
-		switch {
+	}
+}
+
+// fileOps checks every operation's times, and files writes (by write id and by log) and ok
+// reads by log. It touches no roleData (it keeps the roles' lease logs in x.roleLogs), so it
+// may run while copyRoleOps fills them.
+func (x *index) fileOps() {
+	h := x.h
+	x.roleLogs = make([]*logInfo, len(x.roles))
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		x.opLog[i] = -1
+		x.checkOpTimes(op)
+		switch r := x.roleOf[i]; {
 		case op.Kind.IsWrite():
-			x.fileWrite(op, int32(i), rd)
+			x.fileWrite(op, int32(i), r)
 		case op.Kind.IsRead():
-			x.fileRead(op, int32(i), rd)
+			x.fileRead(op, int32(i), r)
 		}
 	}
 }
@@ -324,9 +342,9 @@ func newRoleOp(op *history.Op, i int32, k opKind, rd *roleData) roleOp {
 	return ro
 }
 
-// fileWrite files write op i (of role rd, or nil) by its write id and in its log; a reused
-// write id is malformed, and the second write is not filed.
-func (x *index) fileWrite(op *history.Op, i int32, rd *roleData) {
+// fileWrite files write op i (of role number r, -1 for none) by its write id and in its log;
+// a reused write id is malformed, and the second write is not filed.
+func (x *index) fileWrite(op *history.Op, i, r int32) {
 	if prev, dup := x.writes[op.Args.WriteID]; dup {
 		x.malform(op, "reuses write id %q of op %d", op.Args.WriteID, x.h.Ops[prev].ID)
 		return
@@ -335,18 +353,18 @@ func (x *index) fileWrite(op *history.Op, i int32, rd *roleData) {
 		x.malform(op, "writes under no token")
 	}
 	x.writes[op.Args.WriteID] = i
-	l := x.logOf(op, rd)
+	l := x.logOf(op, r)
 	l.writes = append(l.writes, i)
 	x.opLog[i] = l.num
 }
 
-// fileRead files read op i (of role rd, or nil) in its log, when it succeeded.
-func (x *index) fileRead(op *history.Op, i int32, rd *roleData) {
+// fileRead files read op i (of role number r, -1 for none) in its log, when it succeeded.
+func (x *index) fileRead(op *history.Op, i, r int32) {
 	if !op.Args.Log.Work && op.Args.Log.Role == "" {
 		x.malform(op, "reads neither a role's lease log nor a work partition")
 		return
 	}
-	l := x.logOf(op, rd)
+	l := x.logOf(op, r)
 	x.opLog[i] = l.num
 	if op.Type == history.TypeOK {
 		l.reads = append(l.reads, i)
@@ -377,8 +395,8 @@ func (x *index) log(id history.LogID) *logInfo {
 }
 
 // logOf finds the log op writes or reads without hashing a LogID per operation: a lease log
-// hangs off its role (rd, nil when op names none), a work partition off a small table.
-func (x *index) logOf(op *history.Op, rd *roleData) *logInfo {
+// hangs off its role (number r, -1 when op names none), a work partition off a small table.
+func (x *index) logOf(op *history.Op, r int32) *logInfo {
 	id := op.Args.Log
 	switch {
 	case id.Work && id.Role == "": // as the Builder writes every work partition
@@ -391,11 +409,11 @@ func (x *index) logOf(op *history.Op, rd *roleData) *logInfo {
 			x.workLogs[id.Partition] = l
 		}
 		return l
-	case rd != nil && id.Role == op.Role:
-		if rd.log == nil {
-			rd.log = x.log(id)
+	case r >= 0 && id.Role == op.Role:
+		if x.roleLogs[r] == nil {
+			x.roleLogs[r] = x.log(id)
 		}
-		return rd.log
+		return x.roleLogs[r]
 	}
 	return x.log(id)
 }
