@@ -162,15 +162,18 @@ func (c *run) checkWellFormed() {
 // finish caps anomalies, sets every check's verdict from its anomalies, and the run's verdict.
 func (c *run) finish(start time.Time) {
 	verdict := VerdictValid
-	var byID map[int64]int32
 	for i := range c.res.Checks {
 		r := &c.res.Checks[i]
 		c.dropIllFormed(r)
 		c.notCovered(r)
+	}
+	var byID map[int64]int32
+	if c.x != nil {
+		byID = c.x.opsByID(c.res.Checks)
+	}
+	for i := range c.res.Checks {
+		r := &c.res.Checks[i]
 		if len(r.Anomalies) > 0 && c.x != nil {
-			if byID == nil {
-				byID = c.x.opsByID()
-			}
 			c.x.setFirstAt(r, byID)
 		}
 		for j := range r.Anomalies {
