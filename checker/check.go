@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -22,9 +23,9 @@ type run struct {
 	visualizeErrs []error
 }
 
-// Check judges a history against docs/checker.md: the linear checks first (they need no search),
-// then the porcupine model role by role through a bounded pool, then split-brain exposure and
-// coverage. It reads h and nothing else, and never changes it.
+// Check judges a history against docs/checker.md: the porcupine model role by role through a
+// bounded pool, and meanwhile the linear checks (they need no search) and split-brain
+// exposure, then coverage. It reads h and nothing else, and never changes it.
 //
 // The error is non-nil only for invalid options or history metadata (wrapping ErrOptions); a
 // check that panics becomes unknown and the others still run. The results' verdict is the worst
@@ -71,6 +72,18 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Results, err
 	}
 	c.res.History.Roles, c.res.History.Logs, c.res.History.Records = len(c.x.roles), len(c.x.logIDs), c.x.records
 
+	// The model search runs on its pool while this goroutine does the linear checks, the
+	// exposure and the liveness: on a large history the search is a third of the work and
+	// leaves a core idle at its tail, and these are a fifth and run on one core. Both only
+	// read the index, and each writes results of its own.
+	models := []*Result{c.result(TokenMonotonic), c.result(FencedStaleWrite), c.result(DescribeConsistent), c.result(SpuriousFence)}
+	var search sync.WaitGroup
+	search.Go(func() {
+		c.safely(models[0], func() {
+			c.aggregateModels(c.x.checkModels(ctx, &c.res.Timings))
+		})
+	})
+
 	t0 = time.Now()
 	linear := []struct {
 		name  string
@@ -90,16 +103,6 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Results, err
 	}
 	c.res.Timings.Linear = int64(time.Since(t0))
 
-	models := []*Result{c.result(TokenMonotonic), c.result(FencedStaleWrite), c.result(DescribeConsistent), c.result(SpuriousFence)}
-	c.safely(models[0], func() {
-		c.aggregateModels(c.x.checkModels(ctx, &c.res.Timings))
-	})
-	for _, r := range models[1:] { // a panic outside the per-role guard hits all four
-		if p, ok := models[0].Details["panic"]; ok {
-			r.Verdict, r.Details["panic"] = VerdictUnknown, p
-		}
-	}
-
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -110,6 +113,12 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Results, err
 		c.measureExposure()
 	}()
 	c.measureLiveness() // plain arithmetic over the lease writes, after the checks that guard it
+	search.Wait()
+	for _, r := range models[1:] { // a panic outside the per-role guard hits all four
+		if p, ok := models[0].Details["panic"]; ok {
+			r.Verdict, r.Details["panic"] = VerdictUnknown, p
+		}
+	}
 	c.checkCoverage()
 	c.finish(start)
 	t := c.res.Timings
@@ -153,15 +162,18 @@ func (c *run) checkWellFormed() {
 // finish caps anomalies, sets every check's verdict from its anomalies, and the run's verdict.
 func (c *run) finish(start time.Time) {
 	verdict := VerdictValid
-	var byID map[int64]int32
 	for i := range c.res.Checks {
 		r := &c.res.Checks[i]
 		c.dropIllFormed(r)
 		c.notCovered(r)
+	}
+	var byID map[int64]int32
+	if c.x != nil {
+		byID = c.x.opsByID(c.res.Checks)
+	}
+	for i := range c.res.Checks {
+		r := &c.res.Checks[i]
 		if len(r.Anomalies) > 0 && c.x != nil {
-			if byID == nil {
-				byID = c.x.opsByID()
-			}
 			c.x.setFirstAt(r, byID)
 		}
 		for j := range r.Anomalies {

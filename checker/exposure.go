@@ -57,8 +57,10 @@ type Holder struct {
 
 const maxOverlaps = 20
 
-// beliefs returns the intervals in which members of role believed they held it.
-func (x *index) beliefs(role string) []Holder {
+// beliefs returns the intervals in which members of role believed they held it. When the
+// role's operations are not in invocation order it sorts a copy of them in *scratch, which it
+// keeps for the next role.
+func (x *index) beliefs(role string, scratch *[]roleOp) []Holder {
 	lease := x.cfg.lease
 	rd := x.byRole[role]
 	type state struct {
@@ -84,7 +86,8 @@ func (x *index) beliefs(role string) []Holder {
 	}
 	ops := rd.ops
 	if !slices.IsSortedFunc(ops, func(a, b roleOp) int { return cmp.Compare(a.invoke, b.invoke) }) {
-		ops = slices.Clone(ops)
+		ops = append((*scratch)[:0], ops...)
+		*scratch = ops
 		slices.SortStableFunc(ops, func(a, b roleOp) int { return cmp.Compare(a.invoke, b.invoke) })
 	}
 	for i := range ops {
@@ -129,8 +132,9 @@ func (c *run) measureExposure() {
 	x := c.x
 	e := &c.res.Exposure
 	e.LeaseNS = x.cfg.lease
+	var scratch []roleOp
 	for _, role := range x.roles {
-		hs := x.beliefs(role)
+		hs := x.beliefs(role, &scratch)
 		if len(hs) < 2 {
 			continue
 		}

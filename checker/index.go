@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/fencecheck/fencecheck/checker/history"
 )
@@ -16,11 +17,19 @@ type index struct {
 	h   *history.History
 	cfg *config
 
-	roles  []string // every role an operation names, sorted
-	byRole map[string]*roleData
-	writes map[string]int32 // write id → its write op
-	logs   map[history.LogID]*logInfo
-	logIDs []history.LogID // sorted: lease logs by role, then work partitions
+	// roles are the roles operations name, sorted; a role's number is its index here, in
+	// roleData and in roleOf.
+	roles    []string
+	roleData []*roleData
+	roleOf   []int32 // per operation: its role's number, -1 when it names none
+	byRole   map[string]*roleData
+	writes   map[string]int32 // write id → its write op
+	logs     map[history.LogID]*logInfo
+	logList  []*logInfo         // by logInfo.num: in the order operations first named them
+	workLogs map[int32]*logInfo // work partition → its log
+	roleLogs []*logInfo         // by role number: its lease log, once an operation names it
+	logIDs   []history.LogID    // sorted: lease logs by role, then work partitions
+	opLog    []int32            // per operation: the num of the log it writes or reads, -1 if none
 
 	// Per operation, meaningful for writes: the earliest completion of a committed read
 	// (final reads included) holding the write's record, that read, and the record's offset;
@@ -48,7 +57,6 @@ type index struct {
 type roleData struct {
 	ops     []roleOp // in history order
 	members []memberKey
-	log     *logInfo // the role's lease log, once an operation names it
 	// On a cluster that hashes producer ids: the order of the role's producer ids (nil when
 	// it has one), or why their order is not established (see orderPIDs).
 	rot       *rotation
@@ -124,6 +132,7 @@ func (rd *roleData) memberIndex(process, member string) uint16 {
 // logInfo is one committed log.
 type logInfo struct {
 	id     history.LogID
+	num    int32   // its index in index.logList
 	final  int32   // the final read: the last ok final-read of the log; -1 if none
 	reads  []int32 // every other ok read of the log, in history order
 	writes []int32 // write ops into the log
@@ -149,13 +158,15 @@ func (x *index) finalRecords(l *logInfo) []history.Record {
 	return x.op(l.final).Result.Records
 }
 
+// newIndex builds the index of h: one pass numbering the roles, one copying the role
+// operations out and filing writes and reads by log, then one over the records of every log's
+// final read (analyzeLog).
 func newIndex(h *history.History, cfg *config) *index {
 	n := len(h.Ops)
 	x := &index{
 		h: h, cfg: cfg,
-		byRole:  map[string]*roleData{},
-		writes:  make(map[string]int32, n/2),
 		logs:    map[history.LogID]*logInfo{},
+		opLog:   make([]int32, n),
 		seenAt:  make([]int64, n),
 		seenBy:  make([]int32, n),
 		seenOff: make([]int64, n),
@@ -165,155 +176,246 @@ func newIndex(h *history.History, cfg *config) *index {
 		illFormedOps:   map[int64]bool{},
 		illFormedRoles: map[string]bool{},
 	}
-	log := func(id history.LogID) *logInfo {
-		l := x.logs[id]
-		if l == nil {
-			l = &logInfo{id: id, final: -1}
-			x.logs[id] = l
-		}
-		return l
-	}
-	// logOf finds op's log without hashing a LogID per operation: a lease log hangs off its
-	// role, a work partition off a small table.
-	workLogs := map[int32]*logInfo{}
-	logOf := func(op *history.Op, rd *roleData) *logInfo {
-		id := op.Args.Log
-		switch {
-		case id.Work:
-			l := workLogs[id.Partition]
-			if l == nil {
-				l = log(id)
-				workLogs[id.Partition] = l
-			}
-			return l
-		case rd != nil && id.Role == op.Role:
-			if rd.log == nil {
-				rd.log = log(id)
-			}
-			return rd.log
-		}
-		return log(id)
-	}
-	// Pass 1: each operation's role (an index into roleList) and how many each role has.
-	roleOf := make([]int32, n)
-	roleIndex := map[string]int32{}
-	var roleList []string
-	var counts []int
-	for i := range h.Ops {
-		op := &h.Ops[i]
-		roleOf[i] = -1
-		if op.Role == "" {
-			if toOpKind(op.Kind) != 0 {
-				x.malform(op, "a %s names no role", op.Kind)
-			}
-			continue
-		}
-		r, ok := roleIndex[op.Role]
-		if !ok {
-			r = int32(len(roleList))
-			roleIndex[op.Role] = r
-			roleList = append(roleList, op.Role)
-			counts = append(counts, 0)
-		}
-		roleOf[i] = r
-		if toOpKind(op.Kind) != 0 {
-			counts[r]++
-		}
-	}
-	all := make([]roleOp, 0, n)
-	rds := make([]*roleData, len(roleList))
-	for r, role := range roleList {
-		rds[r] = &roleData{ops: all[len(all) : len(all) : len(all)+counts[r]]}
-		all = all[:len(all)+counts[r]]
-		x.byRole[role] = rds[r]
-	}
-	// Pass 2: copy the role operations out; index writes and reads by log.
-	for i := range h.Ops {
-		op := &h.Ops[i]
-		id := int32(i)
-		x.seenAt[i], x.seenBy[i] = history.Never, -1
-		switch {
-		case history.CheckTime(op.Invoke) != nil:
-			x.malform(op, "was invoked at %d, outside the times a history may carry (0 to %d)", op.Invoke, history.MaxTime)
-		case op.Pending:
-		case history.CheckTime(op.Return) != nil:
-			x.malform(op, "completed at %d, outside the times a history may carry (0 to %d)", op.Return, history.MaxTime)
-		case op.Return < op.Invoke:
-			x.malform(op, "completed at %d, before it was invoked at %d", op.Return, op.Invoke)
-		}
-		var rd *roleData
-		if roleOf[i] >= 0 {
-			rd = rds[roleOf[i]]
-		}
-		if k := toOpKind(op.Kind); k != 0 && rd != nil {
-			ro := roleOp{
-				invoke: op.Invoke, ret: op.Return, pid: -1, epoch: -1, op: id,
-				member: rd.memberIndex(op.Process, op.Member), kind: k, typ: op.Type,
-			}
-			switch {
-			case k.isWrite():
-				ro.pid, ro.epoch = op.Args.Token.ProducerID, op.Args.Token.Epoch
-			case op.Result.Token != nil:
-				ro.pid, ro.epoch = op.Result.Token.ProducerID, op.Result.Token.Epoch
-			}
-			switch op.Error {
-			case history.ErrorFenced:
-				ro.flags |= flagFenced
-			case history.ErrorNotHeld:
-				ro.flags |= flagNotHeld
-			}
-			if op.Result.Held {
-				ro.flags |= flagHeld
-			}
-			rd.ops = append(rd.ops, ro)
-		}
-		switch {
-		case op.Kind.IsWrite():
-			if prev, dup := x.writes[op.Args.WriteID]; dup {
-				x.malform(op, "reuses write id %q of op %d", op.Args.WriteID, h.Ops[prev].ID)
-				continue
-			}
-			if !op.Args.Token.Valid() {
-				x.malform(op, "writes under no token")
-			}
-			x.writes[op.Args.WriteID] = id
-			l := logOf(op, rd)
-			l.writes = append(l.writes, id)
-		case op.Kind.IsRead():
-			if !op.Args.Log.Work && op.Args.Log.Role == "" {
-				x.malform(op, "reads neither a role's lease log nor a work partition")
-				continue
-			}
-			l := logOf(op, rd)
-			if op.Type == history.TypeOK {
-				l.reads = append(l.reads, id)
-				x.records += len(op.Result.Records)
-			}
-		}
-	}
-	for i := range h.Faults {
-		f := &h.Faults[i]
-		if history.CheckTime(f.Start) != nil || (f.End != history.Never && history.CheckTime(f.End) != nil) {
-			x.malformed = append(x.malformed, Anomaly{Guarantee: WellFormed,
-				Explanation: fmt.Sprintf("Fault %d runs from %d to %d, outside the times a history may carry (0 to %d).", f.ID, f.Start, f.End, history.MaxTime)})
-		}
-	}
-	for role, rd := range x.byRole {
-		x.roles = append(x.roles, role)
-		log(history.RoleLog(role))
+	writes := x.numberRoles()
+	x.writes = make(map[string]int32, writes) // at its size: growing a map this large rehashes it
+	// Copying the role operations and filing the writes and reads touch different parts of
+	// the index (and only the second finds malformed operations, in history order as
+	// before): each is about a third of building it, so they run on two cores.
+	var copying sync.WaitGroup
+	copying.Go(x.copyRoleOps)
+	x.fileOps()
+	copying.Wait()
+	x.checkFaultTimes()
+	for r, role := range x.roles {
+		x.log(history.RoleLog(role))
 		if cfg.hashedPIDs {
+			rd := x.roleData[r]
 			rd.rot, rd.unordered = x.orderPIDs(rd)
 		}
 	}
 	for id := range x.logs {
 		x.logIDs = append(x.logIDs, id)
 	}
-	slices.Sort(x.roles)
 	slices.SortFunc(x.logIDs, compareLogs)
 	for _, id := range x.logIDs {
 		x.analyzeLog(x.logs[id])
 	}
 	return x
+}
+
+// numberRoles numbers the roles in name order and sets x.roles, x.roleOf and x.roleData, with
+// every role's ops slice carved out of one array at the size it will have: the role
+// operations then sit together, in one allocation, and fileOps appends without growing. It
+// returns the number of write operations.
+func (x *index) numberRoles() (writes int) {
+	h := x.h
+	x.roleOf = make([]int32, len(h.Ops))
+	number := map[string]int32{} // in the order roles first appear
+	var counts []int             // role operations, by first-appearance number
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		x.roleOf[i] = -1
+		if op.Kind.IsWrite() {
+			writes++
+		}
+		if op.Role == "" {
+			if toOpKind(op.Kind) != 0 {
+				x.malform(op, "a %s names no role", op.Kind)
+			}
+			continue
+		}
+		r, ok := number[op.Role]
+		if !ok {
+			r = int32(len(x.roles))
+			number[op.Role] = r
+			x.roles = append(x.roles, op.Role)
+			counts = append(counts, 0)
+		}
+		x.roleOf[i] = r
+		if toOpKind(op.Kind) != 0 {
+			counts[r]++
+		}
+	}
+	// Renumber in name order, so that role r is x.roles[r] everywhere.
+	byName := make([]int32, len(x.roles)) // name order → first-appearance number
+	for r := range byName {
+		byName[r] = int32(r)
+	}
+	slices.SortFunc(byName, func(a, b int32) int { return cmp.Compare(x.roles[a], x.roles[b]) })
+	renumber := make([]int32, len(x.roles)) // first-appearance number → name order
+	sorted := make([]string, len(x.roles))
+	for r, first := range byName {
+		renumber[first] = int32(r)
+		sorted[r] = x.roles[first]
+	}
+	x.roles = sorted
+	for i, r := range x.roleOf {
+		if r >= 0 {
+			x.roleOf[i] = renumber[r]
+		}
+	}
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	all := make([]roleOp, 0, total)
+	x.roleData = make([]*roleData, len(x.roles))
+	x.byRole = make(map[string]*roleData, len(x.roles))
+	for r, first := range byName {
+		c := counts[first]
+		x.roleData[r] = &roleData{ops: all[len(all) : len(all) : len(all)+c]}
+		all = all[:len(all)+c]
+		x.byRole[x.roles[r]] = x.roleData[r]
+	}
+	return writes
+}
+
+// copyRoleOps copies every role operation into its role, and marks every operation not yet
+// seen by a committed read.
+func (x *index) copyRoleOps() {
+	h := x.h
+	for i := range h.Ops {
+		x.seenAt[i], x.seenBy[i] = history.Never, -1
+		if r := x.roleOf[i]; r >= 0 {
+			op := &h.Ops[i]
+			if k := toOpKind(op.Kind); k != 0 {
+				rd := x.roleData[r]
+				rd.ops = append(rd.ops, newRoleOp(op, int32(i), k, rd))
+			}
+		}
+	}
+}
+
+// fileOps checks every operation's times, and files writes (by write id and by log) and ok
+// reads by log. It touches no roleData (it keeps the roles' lease logs in x.roleLogs), so it
+// may run while copyRoleOps fills them.
+func (x *index) fileOps() {
+	h := x.h
+	x.roleLogs = make([]*logInfo, len(x.roles))
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		x.opLog[i] = -1
+		x.checkOpTimes(op)
+		switch r := x.roleOf[i]; {
+		case op.Kind.IsWrite():
+			x.fileWrite(op, int32(i), r)
+		case op.Kind.IsRead():
+			x.fileRead(op, int32(i), r)
+		}
+	}
+}
+
+// checkOpTimes reports an operation whose times a history may not carry.
+func (x *index) checkOpTimes(op *history.Op) {
+	switch {
+	case history.CheckTime(op.Invoke) != nil:
+		x.malform(op, "was invoked at %d, outside the times a history may carry (0 to %d)", op.Invoke, history.MaxTime)
+	case op.Pending:
+	case history.CheckTime(op.Return) != nil:
+		x.malform(op, "completed at %d, outside the times a history may carry (0 to %d)", op.Return, history.MaxTime)
+	case op.Return < op.Invoke:
+		x.malform(op, "completed at %d, before it was invoked at %d", op.Return, op.Invoke)
+	}
+}
+
+// newRoleOp copies what the role checks need of op (at index i, of kind k, in role rd).
+func newRoleOp(op *history.Op, i int32, k opKind, rd *roleData) roleOp {
+	ro := roleOp{
+		invoke: op.Invoke, ret: op.Return, pid: -1, epoch: -1, op: i,
+		member: rd.memberIndex(op.Process, op.Member), kind: k, typ: op.Type,
+	}
+	switch {
+	case k.isWrite():
+		ro.pid, ro.epoch = op.Args.Token.ProducerID, op.Args.Token.Epoch
+	case op.Result.Token != nil:
+		ro.pid, ro.epoch = op.Result.Token.ProducerID, op.Result.Token.Epoch
+	}
+	switch op.Error {
+	case history.ErrorFenced:
+		ro.flags |= flagFenced
+	case history.ErrorNotHeld:
+		ro.flags |= flagNotHeld
+	}
+	if op.Result.Held {
+		ro.flags |= flagHeld
+	}
+	return ro
+}
+
+// fileWrite files write op i (of role number r, -1 for none) by its write id and in its log;
+// a reused write id is malformed, and the second write is not filed.
+func (x *index) fileWrite(op *history.Op, i, r int32) {
+	if prev, dup := x.writes[op.Args.WriteID]; dup {
+		x.malform(op, "reuses write id %q of op %d", op.Args.WriteID, x.h.Ops[prev].ID)
+		return
+	}
+	if !op.Args.Token.Valid() {
+		x.malform(op, "writes under no token")
+	}
+	x.writes[op.Args.WriteID] = i
+	l := x.logOf(op, r)
+	l.writes = append(l.writes, i)
+	x.opLog[i] = l.num
+}
+
+// fileRead files read op i (of role number r, -1 for none) in its log, when it succeeded.
+func (x *index) fileRead(op *history.Op, i, r int32) {
+	if !op.Args.Log.Work && op.Args.Log.Role == "" {
+		x.malform(op, "reads neither a role's lease log nor a work partition")
+		return
+	}
+	l := x.logOf(op, r)
+	x.opLog[i] = l.num
+	if op.Type == history.TypeOK {
+		l.reads = append(l.reads, i)
+		x.records += len(op.Result.Records)
+	}
+}
+
+// checkFaultTimes reports a fault window whose times a history may not carry.
+func (x *index) checkFaultTimes() {
+	for i := range x.h.Faults {
+		f := &x.h.Faults[i]
+		if history.CheckTime(f.Start) != nil || (f.End != history.Never && history.CheckTime(f.End) != nil) {
+			x.malformed = append(x.malformed, Anomaly{Guarantee: WellFormed,
+				Explanation: fmt.Sprintf("Fault %d runs from %d to %d, outside the times a history may carry (0 to %d).", f.ID, f.Start, f.End, history.MaxTime)})
+		}
+	}
+}
+
+// log returns the log id, adding it when no operation named it before.
+func (x *index) log(id history.LogID) *logInfo {
+	l := x.logs[id]
+	if l == nil {
+		l = &logInfo{id: id, num: int32(len(x.logList)), final: -1}
+		x.logs[id] = l
+		x.logList = append(x.logList, l)
+	}
+	return l
+}
+
+// logOf finds the log op writes or reads without hashing a LogID per operation: a lease log
+// hangs off its role (number r, -1 when op names none), a work partition off a small table.
+func (x *index) logOf(op *history.Op, r int32) *logInfo {
+	id := op.Args.Log
+	switch {
+	case id.Work && id.Role == "": // as the Builder writes every work partition
+		if x.workLogs == nil {
+			x.workLogs = map[int32]*logInfo{}
+		}
+		l := x.workLogs[id.Partition]
+		if l == nil {
+			l = x.log(id)
+			x.workLogs[id.Partition] = l
+		}
+		return l
+	case r >= 0 && id.Role == op.Role:
+		if x.roleLogs[r] == nil {
+			x.roleLogs[r] = x.log(id)
+		}
+		return x.roleLogs[r]
+	}
+	return x.log(id)
 }
 
 func compareLogs(a, b history.LogID) int {
@@ -370,7 +472,7 @@ func (x *index) analyzeLog(l *logInfo) {
 			continue
 		}
 		l.finalWriter[p] = w
-		if x.op(w).Args.Log != l.id {
+		if x.opLog[w] != l.num { // not x.op(w).Args.Log: a cache miss a record
 			x.foreign = append(x.foreign, foreignRecord{write: w, log: l.id, offset: rec.Offset})
 			continue
 		}

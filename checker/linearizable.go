@@ -84,14 +84,16 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 	if clients {
 		clientIDs = map[row]int{}
 	}
-	clientID := func(c int, bump bool) int {
+	clientID := func(hist *history.Op, bump bool) int {
 		if !clients {
-			return 0 // porcupine needs client ids only to draw
+			// Porcupine needs client ids only to draw. Not reading hist.Client saves a
+			// cache miss an operation: the history is far larger than the caches.
+			return 0
 		}
-		id, ok := clientIDs[row{c, bump}]
+		id, ok := clientIDs[row{hist.Client, bump}]
 		if !ok {
 			id = len(clientIDs)
-			clientIDs[row{c, bump}] = id
+			clientIDs[row{hist.Client, bump}] = id
 		}
 		return id
 	}
@@ -142,25 +144,39 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 		case !bumps || ro.kind != opAcquire:
 		case kind == model.Acquire:
 			inputs = append(inputs, model.Op{Kind: model.AbortBump, Token: tok, Hist: hist})
-			ops = append(ops, porcupine.Operation{ClientId: clientID(hist.Client, true), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
+			ops = append(ops, porcupine.Operation{ClientId: clientID(hist, true), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
 		case kind == model.Credit:
 			// An unknown acquire may have bumped twice, each bump fencing a holder: its
 			// abort and its mint.
 			inputs = append(inputs, model.Op{Kind: model.Credit, Hist: hist})
-			ops = append(ops, porcupine.Operation{ClientId: clientID(hist.Client, true), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
+			ops = append(ops, porcupine.Operation{ClientId: clientID(hist, true), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
 		}
 		inputs = append(inputs, model.Op{Kind: kind, Token: tok, Long: long, Hist: hist})
-		ops = append(ops, porcupine.Operation{ClientId: clientID(hist.Client, false), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
+		ops = append(ops, porcupine.Operation{ClientId: clientID(hist, false), Input: &inputs[len(inputs)-1], Call: call, Return: ret})
 	}
 	buf.inputs, buf.ops = inputs, ops
 	return ops
 }
 
-// searchBuf is one worker's reusable memory for building a role's model operations.
+// searchBuf is one worker's reusable memory for building and pruning a role's model
+// operations: a million-operation history has a thousand roles, and allocating these afresh
+// for each was a tenth of the check's allocations.
 type searchBuf struct {
-	inputs  []model.Op
-	ops     []porcupine.Operation
-	scratch []porcupine.Operation
+	inputs []model.Op
+	ops    []porcupine.Operation
+	// prune's: the acquires (in order, by invocation, by return), the describes that
+	// reported a holder and those that reported none, and the running tokens over the
+	// acquires.
+	acquires, byCall, byReturn, held, none  []porcupine.Operation
+	prefixMax, suffixMin, prefixMaxReturned []history.Token
+}
+
+// tokens returns (*buf)[:n], growing *buf when it is shorter.
+func tokens(buf *[]history.Token, n int) []history.Token {
+	if cap(*buf) < n {
+		*buf = make([]history.Token, n)
+	}
+	return (*buf)[:n]
 }
 
 func in(o porcupine.Operation) *model.Op { return o.Input.(*model.Op) }
@@ -181,8 +197,7 @@ func in(o porcupine.Operation) *model.Op { return o.Input.(*model.Op) }
 // to a token below its acquire's, and is invoked with it, so it never raises the mint above
 // what the rules assume; and it does not touch the floor.
 func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
-	acquires := buf.scratch[:0]
-	var held, none []porcupine.Operation
+	acquires, held, none := buf.acquires[:0], buf.held[:0], buf.none[:0]
 	for _, o := range ops {
 		switch in(o).Kind {
 		case model.Acquire:
@@ -193,11 +208,12 @@ func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
 			none = append(none, o)
 		}
 	}
-	buf.scratch = acquires
+	buf.acquires, buf.held, buf.none = acquires, held, none
 	// maxCalled(T): the greatest token among acquires invoked at or before T.
-	byCall := slices.Clone(acquires)
+	byCall := append(buf.byCall[:0], acquires...)
+	buf.byCall = byCall
 	slices.SortFunc(byCall, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
-	prefixMax := make([]history.Token, len(byCall))
+	prefixMax := tokens(&buf.prefixMax, len(byCall))
 	for i, a := range byCall {
 		prefixMax[i] = in(a).Token
 		if i > 0 && prefixMax[i].Less(prefixMax[i-1]) {
@@ -213,16 +229,17 @@ func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
 	}
 	// By return time: suffixMin[i] is the least token among byReturn[i:] (the acquires that
 	// returned at or after byReturn[i]), prefixMaxReturned[i] the greatest among byReturn[:i+1].
-	byReturn := slices.Clone(acquires)
+	byReturn := append(buf.byReturn[:0], acquires...)
+	buf.byReturn = byReturn
 	slices.SortFunc(byReturn, func(a, b porcupine.Operation) int { return cmp.Compare(a.Return, b.Return) })
-	suffixMin := make([]history.Token, len(byReturn))
+	suffixMin := tokens(&buf.suffixMin, len(byReturn))
 	for i := len(byReturn) - 1; i >= 0; i-- {
 		suffixMin[i] = in(byReturn[i]).Token
 		if i+1 < len(byReturn) && suffixMin[i+1].Less(suffixMin[i]) {
 			suffixMin[i] = suffixMin[i+1]
 		}
 	}
-	prefixMaxReturned := make([]history.Token, len(byReturn))
+	prefixMaxReturned := tokens(&buf.prefixMaxReturned, len(byReturn))
 	for i, a := range byReturn {
 		prefixMaxReturned[i] = in(a).Token
 		if i > 0 && prefixMaxReturned[i].Less(prefixMaxReturned[i-1]) {

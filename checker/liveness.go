@@ -33,30 +33,32 @@ type Liveness struct {
 
 // measureLiveness fills c.res.Liveness from the history's lease writes.
 func (c *run) measureLiveness() {
-	c.res.Liveness = measureLiveness(c.x.h, c.x.cfg.lease)
+	c.res.Liveness = c.x.liveness()
 }
 
 // measureLiveness computes Liveness for h with the given lease (ns).
 func measureLiveness(h *history.History, lease int64) Liveness {
+	return newIndex(h, &config{lease: lease}).liveness()
+}
+
+// liveness computes Liveness from the index: the workload's span from one pass over the
+// operations, the held intervals and the renewal gaps from each role's operations (the lease
+// writes among them), so nothing is looked up by role name.
+func (x *index) liveness() Liveness {
 	var l Liveness
+	lease := x.cfg.lease
 	if lease <= 0 {
 		return l
 	}
-	type holding struct {
-		role string
-		pid  int64
-		ep   int16
-	}
+	h := x.h
 	begin, end, finalAt := int64(-1), int64(-1), int64(-1)
-	held := map[string][][2]int64{} // per role: the intervals its ok lease writes cover
-	last := map[holding]int64{}     // per holding: its last ok lease write's invocation
-	var gaps []int64
-	// Every role with operations counts; one that never had an ok lease write held nothing.
-	var roles []string
-	seen := map[string]bool{}
+	// Every role with an operation other than a final read counts; one that never had an ok
+	// lease write held nothing.
+	workload := make([]bool, len(x.roles))
 	for i := range h.Ops {
 		op := &h.Ops[i]
-		if op.Role == "" {
+		r := x.roleOf[i]
+		if r < 0 {
 			continue
 		}
 		if op.Kind == history.KindFinalRead {
@@ -65,42 +67,60 @@ func measureLiveness(h *history.History, lease int64) Liveness {
 			}
 			continue
 		}
-		if !seen[op.Role] {
-			seen[op.Role] = true
-			roles = append(roles, op.Role)
-		}
+		workload[r] = true
 		if begin < 0 || op.Invoke < begin {
 			begin = op.Invoke
 		}
 		if !op.Pending && op.Return > end {
 			end = op.Return
 		}
-		if op.Kind != history.KindWriteLease || op.Type != history.TypeOK {
-			continue
-		}
-		if from, to := op.Return, op.Invoke+lease; to > from {
-			held[op.Role] = append(held[op.Role], [2]int64{from, to})
-		}
-		k := holding{op.Role, op.Args.Token.ProducerID, op.Args.Token.Epoch}
-		if prev, ok := last[k]; ok && op.Invoke > prev {
-			gaps = append(gaps, op.Invoke-prev)
-		}
-		if prev, ok := last[k]; !ok || op.Invoke > prev {
-			last[k] = op.Invoke
-		}
 	}
 	if finalAt >= 0 { // the workload stopped before the final reads; the reads after them are not its
 		end = finalAt
 	}
-	if len(held) == 0 || end <= begin {
+	var (
+		held  = make([][][2]int64, len(x.roles)) // per role: the intervals its ok lease writes cover
+		any   bool
+		gaps  []int64
+		roles int
+		last  = map[history.Token]int64{} // per holding of the role: its last ok lease write's invocation
+	)
+	for r, rd := range x.roleData {
+		if !workload[r] {
+			continue
+		}
+		roles++
+		clear(last)
+		for i := range rd.ops {
+			ro := &rd.ops[i]
+			if ro.kind != opWriteLease || ro.typ != history.TypeOK {
+				continue
+			}
+			if from, to := ro.ret, ro.invoke+lease; to > from {
+				held[r] = append(held[r], [2]int64{from, to})
+				any = true
+			}
+			k := ro.token()
+			prev, ok := last[k]
+			if ok && ro.invoke > prev {
+				gaps = append(gaps, ro.invoke-prev)
+			}
+			if !ok || ro.invoke > prev {
+				last[k] = ro.invoke
+			}
+		}
+	}
+	if !any || end <= begin {
 		return l
 	}
 	l.Measured = true
-	slices.Sort(roles)
 	l.MinHeldFraction = 2
-	for _, role := range roles {
-		f := float64(union(held[role], begin, end)) / float64(end-begin)
-		l.HeldFraction += f / float64(len(roles))
+	for r, role := range x.roles { // in name order, as the sum has always been taken
+		if !workload[r] {
+			continue
+		}
+		f := float64(union(held[r], begin, end)) / float64(end-begin)
+		l.HeldFraction += f / float64(roles)
 		if f < l.MinHeldFraction {
 			l.MinHeldFraction, l.MinHeldRole = f, role
 		}

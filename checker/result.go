@@ -143,7 +143,8 @@ type Stats struct {
 	TruncatedLine int   `json:"truncated_line,omitempty"`
 }
 
-// Timings are how long each phase of Check took, in nanoseconds.
+// Timings are how long each phase of Check took, in nanoseconds. The linear checks run while
+// the model search (Porcupine, then Explain) does, so Linear overlaps the other two.
 type Timings struct {
 	Index     int64 `json:"index_ns"`
 	Linear    int64 `json:"linear_ns"`
