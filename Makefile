@@ -61,7 +61,7 @@ regressions: kafka
 	KAFKA=$(or $(KAFKA),1) LOCK=$(LOCK) GO=$(GO) sh mk/regressions.sh
 
 ## lint: formatting and vet; fails on any gofmt difference. Then actionlint (a Go module, pinned,
-## fetched by the Go toolchain) checks the CI workflows (.github/workflows: the nightly suite).
+## fetched by the Go toolchain) checks the CI workflows (.github/workflows: the nightly suite and the full matrix).
 ACTIONLINT ?= github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') $$(git ls-files --others --exclude-standard '*.go')); \

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 type suiteFlags struct {
 	out, baseline, lock string
+	runner              string // K/N: run only runner K's shares of the N-runner plan
 	groups, systems     []string
 	budget, duration    time.Duration
 	repeats             int
@@ -40,7 +42,10 @@ testsuite per cell), suite.json, summary.md, and the run directories under runs/
 
 Runs on one system share one cluster, unless their scenario kills, pauses, restarts or
 isolates brokers; those start their own (--no-reuse: every run starts its own). --group and
---system run a share of the suite (a CI matrix job); "fencecheck suite merge" joins the shares.
+--system run a share of the suite (a CI matrix job); --runner K/N runs the shares that
+"fencecheck suite plan --runners N" gives runner K (a CI matrix of N jobs, each a runner,
+given the same suite and flags, runs every share once). "fencecheck suite merge" joins the
+suite directories.
 --baseline DIR marks each cell against a previous suite directory: new failure, fixed, still
 failing; a cell whose repeats disagree is marked flaky.
 
@@ -50,6 +55,7 @@ Exit code: the worst verdict, as for run (0 valid, 1 invalid, 2 unknown or incon
 when a cell was not run, 255 harness error, 254 a bad suite file or flag).`,
 		Example: `  fencecheck suite nightly
   fencecheck suite nightly --group links --system kfake-tv2 --out parts/links-kfake-tv2
+  fencecheck suite matrix --runner 3/8 --out parts/runner-3
   fencecheck suite my-suite.yaml --duration 10s --baseline suites/nightly/last
   fencecheck suite merge parts/* --out nightly --summary "$GITHUB_STEP_SUMMARY"`,
 		Args: exactArgs(1),
@@ -60,6 +66,7 @@ when a cell was not run, 255 harness error, 254 a bad suite file or flag).`,
 	f.shapeFlags(c, "run")
 	fl.StringVar(&f.baseline, "baseline", "", "previous suite directory: mark new failures, fixed and still failing cells")
 	fl.StringVar(&f.lock, "lock", "", "hold an exclusive flock on this file during each run")
+	fl.StringVar(&f.runner, "runner", "", "K/N: run only the shares suite plan --runners N gives runner K (one job of an N-job CI matrix)")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
 	c.AddCommand(newSuiteMerge(), newSuiteShow(), newSuitePlan())
 	return c
@@ -162,6 +169,22 @@ func runSuite(c *cobra.Command, arg string, f suiteFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.runner != "" {
+		shares, err := selectRunner(file, f)
+		if err != nil {
+			return err
+		}
+		k, n, _ := parseRunner(f.runner)
+		if len(file.SystemNames()) == 0 {
+			fmt.Fprintf(c.ErrOrStderr(), "runner %d of %d: the plan gives this runner nothing to run (suite %s has fewer shares than runners); no suite directory written\n", k, n, file.Name)
+			return nil
+		}
+		var names []string
+		for _, s := range shares {
+			names = append(names, s.Group+"/"+s.System)
+		}
+		fmt.Fprintf(c.ErrOrStderr(), "runner %d of %d: %s\n", k, n, strings.Join(names, ", "))
+	}
 	if f.out == "" {
 		f.out = filepath.Join("suites", file.Name, time.Now().UTC().Format("20060102T150405Z"))
 	}
@@ -182,6 +205,37 @@ func runSuite(c *cobra.Command, arg string, f suiteFlags) error {
 		return harnessErr(err)
 	}
 	return suiteExit(c, rep, f.out)
+}
+
+// parseRunner reads --runner K/N.
+func parseRunner(v string) (k, n int, err error) {
+	ks, ns, ok := strings.Cut(v, "/")
+	k, kerr := strconv.Atoi(ks)
+	n, nerr := strconv.Atoi(ns)
+	if !ok || kerr != nil || nerr != nil || n < 1 || k < 1 || k > n {
+		return 0, 0, usageErr("--runner %s: want K/N, runner K of N with 1 ≤ K ≤ N (for example 3/8)", v)
+	}
+	return k, n, nil
+}
+
+// selectRunner keeps of file the shares --runner gives it, scheduled as suite plan does: with
+// the same flags, and timed from --baseline when given.
+func selectRunner(file *suite.File, f suiteFlags) ([]suite.Share, error) {
+	k, n, err := parseRunner(f.runner)
+	if err != nil {
+		return nil, err
+	}
+	var past *suite.Report
+	if f.baseline != "" {
+		if past, err = suite.Load(f.baseline); err != nil {
+			return nil, usageErr("--baseline: %v", err)
+		}
+	}
+	shares, err := file.SelectRunner(k, n, f.noReuse, past)
+	if err != nil {
+		return nil, usageErr("--runner %s: %v", f.runner, err)
+	}
+	return shares, nil
 }
 
 // suiteExit prints where the index is and exits with the suite's worst verdict.

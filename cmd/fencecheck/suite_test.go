@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -213,6 +215,81 @@ func TestSuitePlan(t *testing.T) {
 		out, err := exec.Command(bin, append([]string{"suite", "plan", "nightly"}, args...)...).CombinedOutput()
 		if code := exitCode(t, err); code != 254 || !strings.Contains(string(out), args[0]) {
 			t.Errorf("%v: exit %d, want 254 naming %s:\n%s", args, code, args[0], out)
+		}
+	}
+}
+
+// TestSuiteRunners: two jobs of a 2-runner matrix, each given --runner K/2, run the shares
+// suite plan --runners 2 lists for them, and their merged directories hold every cell of the
+// suite, each run once; a third runner of three has nothing to run, says so and exits 0
+// without a directory; bad K/N values are usage errors naming the flag.
+func TestSuiteRunners(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two short scenarios")
+	}
+	bin := buildBinary(t)
+	file := writeSuite(t, `name: fanout
+budget: 5m
+duration: 2s
+scenarios: [steady]
+systems:
+  - {cluster: embedded, transaction_version: 2}
+  - {cluster: embedded, transaction_version: 1}
+`)
+	plan, err := exec.Command(bin, "suite", "plan", file, "--runners", "2").CombinedOutput()
+	if code := exitCode(t, err); code != 0 {
+		t.Fatalf("plan: exit %d:\n%s", code, plan)
+	}
+	tmp := t.TempDir()
+	var dirs []string
+	for k := 1; k <= 2; k++ {
+		out := filepath.Join(tmp, "runner-"+strconv.Itoa(k))
+		b, err := exec.Command(bin, "suite", file, "--runner", strconv.Itoa(k)+"/2", "--out", out).CombinedOutput()
+		if code := exitCode(t, err); code != 0 {
+			t.Fatalf("runner %d/2: exit %d:\n%s", k, code, b)
+		}
+		// The plan's line "  runner K (12s): all/kfake-tv2" names what the job says it runs.
+		var share string
+		for _, l := range strings.Split(string(plan), "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "runner "+strconv.Itoa(k)+" ("); ok {
+				_, share, _ = strings.Cut(rest, "): ")
+			}
+		}
+		if share == "" || !strings.Contains(string(b), "runner "+strconv.Itoa(k)+" of 2: "+share+"\n") {
+			t.Errorf("runner %d/2 does not run the share the plan gives it (%q):\n%s\nplan:\n%s", k, share, b, plan)
+		}
+		if s := readSuite(t, out); len(s.Cells) != 1 || s.Cells[0].Status != "ran" {
+			t.Errorf("runner %d/2 ran %+v, want its one cell", k, s.Cells)
+		}
+		dirs = append(dirs, out)
+	}
+	merged := filepath.Join(tmp, "merged")
+	if b, err := exec.Command(bin, append([]string{"suite", "merge", "--out", merged}, dirs...)...).CombinedOutput(); exitCode(t, err) != 0 {
+		t.Fatalf("merge: %s", b)
+	}
+	s := readSuite(t, merged)
+	var systems []string
+	for _, c := range s.Cells {
+		if c.Status == "ran" && len(c.Runs) == 1 {
+			systems = append(systems, c.System)
+		}
+	}
+	if slices.Sort(systems); !slices.Equal(systems, []string{"kfake-tv1", "kfake-tv2"}) {
+		t.Errorf("merged cells %+v, want steady on kfake-tv1 and kfake-tv2, each run once", s.Cells)
+	}
+
+	idle := filepath.Join(tmp, "idle")
+	b, err := exec.Command(bin, "suite", file, "--runner", "3/3", "--out", idle).CombinedOutput()
+	if code := exitCode(t, err); code != 0 || !strings.Contains(string(b), "nothing to run") {
+		t.Errorf("runner 3/3 of a 2-share suite: exit %d, want 0 and nothing to run:\n%s", code, b)
+	}
+	if _, err := os.Stat(idle); !os.IsNotExist(err) {
+		t.Errorf("runner 3/3 wrote %s (%v), want nothing", idle, err)
+	}
+	for _, v := range []string{"0/2", "3/2", "1", "a/b", "1/0"} {
+		b, err := exec.Command(bin, "suite", file, "--runner", v).CombinedOutput()
+		if code := exitCode(t, err); code != 254 || !strings.Contains(string(b), "--runner "+v) {
+			t.Errorf("--runner %s: exit %d, want 254 naming the flag:\n%s", v, code, b)
 		}
 	}
 }

@@ -61,6 +61,8 @@ type File struct {
 	Cells []Exception `json:"cells,omitempty" yaml:"cells,omitempty"`
 
 	dir string // the suite file's folder: scenario files are relative to it
+	// keep, when set, holds the only {group, system} pairs Plan expands (SelectRunner).
+	keep map[[2]string]bool
 }
 
 // Group is a named set of scenarios.

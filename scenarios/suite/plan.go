@@ -159,6 +159,54 @@ func Schedule(shares []Share, runners int) (time.Duration, [][]int) {
 	return slices.Max(load), jobs
 }
 
+// SelectRunner keeps of f only what runner k of n runs (1 ≤ k ≤ n): the shares that Schedule
+// gives it over f's estimate (timed from past when not nil), the runners as PrintPlan lists
+// them. So n CI jobs given the same suite, flags and past run every share exactly once between
+// them. A group and system whose cells are all skipped cost nothing and belong to no share:
+// runner 1 keeps them, so that the merged grid still shows them. It returns the runner's
+// shares; none when the suite has fewer shares than runners (f then plans no cell, or only
+// skipped ones on runner 1).
+func (f *File) SelectRunner(k, n int, noReuse bool, past *Report) ([]Share, error) {
+	if n < 1 || k < 1 || k > n {
+		return nil, fmt.Errorf("runner %d of %d: want K/N with 1 ≤ K ≤ N (for example 3/8)", k, n)
+	}
+	cells, err := f.Plan(noReuse)
+	if err != nil {
+		return nil, err
+	}
+	est := f.Estimate(cells, past)
+	_, jobs := Schedule(est.Shares, n)
+	keep := map[[2]string]bool{}
+	var mine []Share
+	for _, i := range jobs[k-1] {
+		mine = append(mine, est.Shares[i])
+		keep[[2]string{est.Shares[i].Group, est.Shares[i].System}] = true
+	}
+	if k == 1 {
+		inShare := map[[2]string]bool{}
+		for _, s := range est.Shares {
+			inShare[[2]string{s.Group, s.System}] = true
+		}
+		for _, c := range cells {
+			if p := [2]string{c.Group, c.System}; !inShare[p] {
+				keep[p] = true
+			}
+		}
+	}
+	used := func(group, system string) bool {
+		for p := range keep {
+			if (group == "" || p[0] == group) && (system == "" || p[1] == system) {
+				return true
+			}
+		}
+		return false
+	}
+	f.keep = keep
+	f.Groups = slices.DeleteFunc(f.Groups, func(g Group) bool { return !used(g.Name, "") })
+	f.Systems = slices.DeleteFunc(f.Systems, func(s System) bool { return !used("", s.Name) })
+	return mine, nil
+}
+
 // PrintPlan writes the estimate: a line per share, the suite on one machine against its
 // budget, and the wall time on runners (0: none) with what each runner runs.
 func PrintPlan(w io.Writer, f *File, est Estimate, runners int) error {

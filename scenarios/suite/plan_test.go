@@ -114,3 +114,100 @@ func TestSchedule(t *testing.T) {
 		t.Errorf("wall %v on more runners than shares, want the longest share, 5m", wall)
 	}
 }
+
+// TestSelectRunner: the runners of a plan, each selecting its own shares from the same suite,
+// run every cell of the suite exactly once between them (the matrix on 8 runners, and on more
+// runners than it has shares), each the shares PrintPlan lists for it; a group whose cells are
+// all skipped stays in runner 1's grid; K/N out of range is an error.
+func TestSelectRunner(t *testing.T) {
+	cellsOf := func(f *File) []string {
+		t.Helper()
+		cells, err := f.Plan(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range cells {
+			out = append(out, c.Group+"/"+c.Scenario+"×"+c.System+":"+string(c.Status))
+		}
+		return out
+	}
+	for _, n := range []int{8, 50} {
+		full, err := Find("matrix")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := cellsOf(full)
+		est := full.Estimate(must(full.Plan(false)), nil)
+		_, jobs := Schedule(est.Shares, n)
+		var got []string
+		for k := 1; k <= n; k++ {
+			f, _ := Find("matrix")
+			shares, err := f.SelectRunner(k, n, false, nil)
+			if err != nil {
+				t.Fatalf("runner %d/%d: %v", k, n, err)
+			}
+			var wantShares []Share
+			for _, i := range jobs[k-1] {
+				wantShares = append(wantShares, est.Shares[i])
+			}
+			if !slices.Equal(shares, wantShares) {
+				t.Errorf("runner %d/%d selects %v, the plan gives it %v", k, n, shares, wantShares)
+			}
+			got = append(got, cellsOf(f)...)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%d runners plan %d cells between them, the suite %d: every cell once is wanted", n, len(got), len(want))
+		}
+	}
+
+	src := []byte(`name: sparse
+budget: 1h
+duration: 10s
+groups:
+  - {name: a, scenarios: [steady, holder-partition]}
+  - {name: b, scenarios: [kill-coordinator]}
+systems:
+  - {name: k, cluster: embedded}
+  - {name: l, cluster: local, kafka_version: 4.1.2}
+cells:
+  - {scenario: steady, system: k, skip: "not today"}
+  - {scenario: holder-partition, system: k, skip: "not today"}
+`)
+	f, err := Parse("s.yaml", "", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := cellsOf(f)
+	var got []string
+	for k := 1; k <= 2; k++ {
+		g, _ := Parse("s.yaml", "", src)
+		if _, err := g.SelectRunner(k, 2, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		cells := cellsOf(g)
+		if k == 1 && !slices.Contains(cells, "a/steady×k:skipped") {
+			t.Errorf("runner 1 of 2 plans %v: the skipped group a on k belongs to no share and should be in runner 1's grid", cells)
+		}
+		got = append(got, cells...)
+	}
+	slices.Sort(got)
+	slices.Sort(all)
+	if !slices.Equal(got, all) {
+		t.Errorf("two runners plan %v, the suite %v", got, all)
+	}
+	for _, kn := range [][2]int{{0, 8}, {9, 8}, {1, 0}} {
+		if _, err := f.SelectRunner(kn[0], kn[1], false, nil); err == nil || !strings.Contains(err.Error(), "K/N") {
+			t.Errorf("runner %d of %d: %v, want an error saying K/N", kn[0], kn[1], err)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

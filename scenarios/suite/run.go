@@ -56,6 +56,9 @@ func (f *File) Plan(noReuse bool) ([]*plannedCell, error) {
 	for _, sys := range f.Systems {
 		var shared, own []*plannedCell
 		for _, g := range f.Groups {
+			if f.keep != nil && !f.keep[[2]string{g.Name, sys.Name}] {
+				continue // another runner's share
+			}
 			for _, arg := range g.Scenarios {
 				s, err := f.scenario(arg)
 				if err != nil {

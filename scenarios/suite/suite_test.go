@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -328,6 +329,53 @@ func TestWorkflowMatchesNightly(t *testing.T) {
 		`fencecheck suite merge parts/* --out nightly $baseline --summary "$GITHUB_STEP_SUMMARY"`} {
 		if !strings.Contains(runs, want) {
 			t.Errorf("the workflow no longer runs %q", want)
+		}
+	}
+}
+
+// TestWorkflowMatrixRunners: the matrix workflow's runner jobs are runners 1 to N, each
+// running --runner K/N with that N, so that between them they run every share (see
+// TestSelectRunner), and its plan job prints the plan for the same N runners.
+func TestWorkflowMatrixRunners(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", "matrix.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		Jobs map[string]struct {
+			Strategy struct {
+				Matrix struct {
+					Runner []int `yaml:"runner"`
+				} `yaml:"matrix"`
+			} `yaml:"strategy"`
+			Steps []struct {
+				Run string `yaml:"run"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(b, &wf); err != nil {
+		t.Fatal(err)
+	}
+	runners := wf.Jobs["runner"].Strategy.Matrix.Runner
+	for i, r := range runners {
+		if r != i+1 {
+			t.Fatalf("the runner matrix is %v, want 1 to N", runners)
+		}
+	}
+	var runs string
+	for _, j := range wf.Jobs {
+		for _, s := range j.Steps {
+			runs += s.Run + "\n"
+		}
+	}
+	n := strconv.Itoa(len(runners))
+	for _, want := range []string{
+		"fencecheck suite plan matrix --runners " + n + ";",
+		`fencecheck suite matrix --runner "$RUNNER/` + n + `" --out "suite-runner-$RUNNER"`,
+		`fencecheck suite merge parts/* --out matrix --summary "$GITHUB_STEP_SUMMARY"`,
+	} {
+		if !strings.Contains(runs, want) {
+			t.Errorf("the matrix workflow (%s runners) does not run %q", n, want)
 		}
 	}
 }
