@@ -170,11 +170,10 @@ func runSuite(c *cobra.Command, arg string, f suiteFlags) error {
 		return err
 	}
 	if f.runner != "" {
-		shares, err := selectRunner(file, f)
+		k, n, shares, err := selectRunner(file, f)
 		if err != nil {
 			return err
 		}
-		k, n, _ := parseRunner(f.runner)
 		if len(file.SystemNames()) == 0 {
 			fmt.Fprintf(c.ErrOrStderr(), "runner %d of %d: the plan gives this runner nothing to run (suite %s has fewer shares than runners); no suite directory written\n", k, n, file.Name)
 			return nil
@@ -183,7 +182,11 @@ func runSuite(c *cobra.Command, arg string, f suiteFlags) error {
 		for _, s := range shares {
 			names = append(names, s.Group+"/"+s.System)
 		}
-		fmt.Fprintf(c.ErrOrStderr(), "runner %d of %d: %s\n", k, n, strings.Join(names, ", "))
+		what := strings.Join(names, ", ")
+		if what == "" {
+			what = "no share, only the cells that are skipped everywhere" // runner 1 keeps those
+		}
+		fmt.Fprintf(c.ErrOrStderr(), "runner %d of %d: %s\n", k, n, what)
 	}
 	if f.out == "" {
 		f.out = filepath.Join("suites", file.Name, time.Now().UTC().Format("20060102T150405Z"))
@@ -218,24 +221,22 @@ func parseRunner(v string) (k, n int, err error) {
 	return k, n, nil
 }
 
-// selectRunner keeps of file the shares --runner gives it, scheduled as suite plan does: with
-// the same flags, and timed from --baseline when given.
-func selectRunner(file *suite.File, f suiteFlags) ([]suite.Share, error) {
-	k, n, err := parseRunner(f.runner)
-	if err != nil {
-		return nil, err
+// selectRunner keeps of file the shares --runner K/N gives runner K, scheduled as suite plan
+// does: with the same flags, and timed from --baseline when given.
+func selectRunner(file *suite.File, f suiteFlags) (k, n int, shares []suite.Share, err error) {
+	if k, n, err = parseRunner(f.runner); err != nil {
+		return 0, 0, nil, err
 	}
 	var past *suite.Report
 	if f.baseline != "" {
 		if past, err = suite.Load(f.baseline); err != nil {
-			return nil, usageErr("--baseline: %v", err)
+			return 0, 0, nil, usageErr("--baseline: %v", err)
 		}
 	}
-	shares, err := file.SelectRunner(k, n, f.noReuse, past)
-	if err != nil {
-		return nil, usageErr("--runner %s: %v", f.runner, err)
+	if shares, err = file.SelectRunner(k, n, f.noReuse, past); err != nil {
+		return 0, 0, nil, usageErr("--runner %s: %v", f.runner, err)
 	}
-	return shares, nil
+	return k, n, shares, nil
 }
 
 // suiteExit prints where the index is and exits with the suite's worst verdict.
