@@ -287,43 +287,48 @@ func TestMerge(t *testing.T) {
 	}
 }
 
+// workflow is what the tests read of a CI workflow: each job's matrix and steps.
+type workflow struct {
+	Jobs map[string]struct {
+		Strategy struct {
+			Matrix map[string][]string `yaml:"matrix"`
+		} `yaml:"strategy"`
+		Steps []struct {
+			Run string `yaml:"run"`
+		} `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
+// readWorkflow parses .github/workflows/name and returns it with every step's script joined.
+func readWorkflow(t *testing.T, name string) (wf workflow, runs string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &wf); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for _, j := range wf.Jobs {
+		for _, s := range j.Steps {
+			runs += s.Run + "\n"
+		}
+	}
+	return wf, runs
+}
+
 // TestWorkflowMatchesNightly: the nightly workflow's matrix is the nightly suite's groups ×
 // systems, so every cell runs in exactly one job, and its jobs call the commands the tests
 // exercise (suite with --group, --system and --out; suite merge with --out and --summary).
 func TestWorkflowMatchesNightly(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", "nightly.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wf struct {
-		Jobs map[string]struct {
-			Strategy struct {
-				Matrix struct {
-					Group  []string `yaml:"group"`
-					System []string `yaml:"system"`
-				} `yaml:"matrix"`
-			} `yaml:"strategy"`
-			Steps []struct {
-				Run string `yaml:"run"`
-			} `yaml:"steps"`
-		} `yaml:"jobs"`
-	}
-	if err := yaml.Unmarshal(b, &wf); err != nil {
-		t.Fatal(err)
-	}
+	wf, runs := readWorkflow(t, "nightly.yml")
 	f, err := Find("nightly")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := wf.Jobs["suite"].Strategy.Matrix
-	if !slices.Equal(m.Group, f.GroupNames()) || !slices.Equal(m.System, f.SystemNames()) {
-		t.Errorf("workflow matrix %v × %v, nightly suite %v × %v", m.Group, m.System, f.GroupNames(), f.SystemNames())
-	}
-	var runs string
-	for _, j := range wf.Jobs {
-		for _, s := range j.Steps {
-			runs += s.Run + "\n"
-		}
+	if !slices.Equal(m["group"], f.GroupNames()) || !slices.Equal(m["system"], f.SystemNames()) {
+		t.Errorf("workflow matrix %v × %v, nightly suite %v × %v", m["group"], m["system"], f.GroupNames(), f.SystemNames())
 	}
 	for _, want := range []string{`fencecheck suite nightly --group "$GROUP" --system "$SYSTEM" --out `,
 		`fencecheck suite merge parts/* --out nightly $baseline --summary "$GITHUB_STEP_SUMMARY"`} {
@@ -337,35 +342,11 @@ func TestWorkflowMatchesNightly(t *testing.T) {
 // running --runner K/N with that N, so that between them they run every share (see
 // TestSelectRunner), and its plan job prints the plan for the same N runners.
 func TestWorkflowMatrixRunners(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", ".github", "workflows", "matrix.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wf struct {
-		Jobs map[string]struct {
-			Strategy struct {
-				Matrix struct {
-					Runner []int `yaml:"runner"`
-				} `yaml:"matrix"`
-			} `yaml:"strategy"`
-			Steps []struct {
-				Run string `yaml:"run"`
-			} `yaml:"steps"`
-		} `yaml:"jobs"`
-	}
-	if err := yaml.Unmarshal(b, &wf); err != nil {
-		t.Fatal(err)
-	}
-	runners := wf.Jobs["runner"].Strategy.Matrix.Runner
+	wf, runs := readWorkflow(t, "matrix.yml")
+	runners := wf.Jobs["runner"].Strategy.Matrix["runner"]
 	for i, r := range runners {
-		if r != i+1 {
+		if r != strconv.Itoa(i+1) {
 			t.Fatalf("the runner matrix is %v, want 1 to N", runners)
-		}
-	}
-	var runs string
-	for _, j := range wf.Jobs {
-		for _, s := range j.Steps {
-			runs += s.Run + "\n"
 		}
 	}
 	n := strconv.Itoa(len(runners))
