@@ -210,22 +210,15 @@ func runSuite(c *cobra.Command, arg string, f suiteFlags) error {
 	return suiteExit(c, rep, f.out)
 }
 
-// parseRunner reads --runner K/N.
-func parseRunner(v string) (k, n int, err error) {
-	ks, ns, ok := strings.Cut(v, "/")
+// selectRunner keeps of file the shares --runner K/N gives runner K, scheduled as suite plan
+// does: with the same flags, and timed from --baseline when given. SelectRunner checks the
+// range of K and N; this only reads them.
+func selectRunner(file *suite.File, f suiteFlags) (k, n int, shares []suite.Share, err error) {
+	ks, ns, ok := strings.Cut(f.runner, "/")
 	k, kerr := strconv.Atoi(ks)
 	n, nerr := strconv.Atoi(ns)
-	if !ok || kerr != nil || nerr != nil || n < 1 || k < 1 || k > n {
-		return 0, 0, usageErr("--runner %s: want K/N, runner K of N with 1 ≤ K ≤ N (for example 3/8)", v)
-	}
-	return k, n, nil
-}
-
-// selectRunner keeps of file the shares --runner K/N gives runner K, scheduled as suite plan
-// does: with the same flags, and timed from --baseline when given.
-func selectRunner(file *suite.File, f suiteFlags) (k, n int, shares []suite.Share, err error) {
-	if k, n, err = parseRunner(f.runner); err != nil {
-		return 0, 0, nil, err
+	if !ok || kerr != nil || nerr != nil {
+		return 0, 0, nil, usageErr("--runner %s: want K/N, runner K of N (for example 3/8)", f.runner)
 	}
 	var past *suite.Report
 	if f.baseline != "" {

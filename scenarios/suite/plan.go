@@ -178,10 +178,14 @@ func (f *File) SelectRunner(k, n int, noReuse bool, past *Report) ([]Share, erro
 	est := f.Estimate(cells, past)
 	_, jobs := Schedule(est.Shares, n)
 	keep := map[[2]string]bool{}
+	groups, systems := map[string]bool{}, map[string]bool{}
+	add := func(group, system string) {
+		keep[[2]string{group, system}], groups[group], systems[system] = true, true, true
+	}
 	var mine []Share
 	for _, i := range jobs[k-1] {
 		mine = append(mine, est.Shares[i])
-		keep[[2]string{est.Shares[i].Group, est.Shares[i].System}] = true
+		add(est.Shares[i].Group, est.Shares[i].System)
 	}
 	if k == 1 {
 		inShare := map[[2]string]bool{}
@@ -189,22 +193,14 @@ func (f *File) SelectRunner(k, n int, noReuse bool, past *Report) ([]Share, erro
 			inShare[[2]string{s.Group, s.System}] = true
 		}
 		for _, c := range cells {
-			if p := [2]string{c.Group, c.System}; !inShare[p] {
-				keep[p] = true
+			if !inShare[[2]string{c.Group, c.System}] {
+				add(c.Group, c.System)
 			}
 		}
-	}
-	used := func(group, system string) bool {
-		for p := range keep {
-			if (group == "" || p[0] == group) && (system == "" || p[1] == system) {
-				return true
-			}
-		}
-		return false
 	}
 	f.keep = keep
-	f.Groups = slices.DeleteFunc(f.Groups, func(g Group) bool { return !used(g.Name, "") })
-	f.Systems = slices.DeleteFunc(f.Systems, func(s System) bool { return !used("", s.Name) })
+	f.Groups = slices.DeleteFunc(f.Groups, func(g Group) bool { return !groups[g.Name] })
+	f.Systems = slices.DeleteFunc(f.Systems, func(s System) bool { return !systems[s.Name] })
 	return mine, nil
 }
 

@@ -138,7 +138,11 @@ func TestSelectRunner(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := cellsOf(full)
-		est := full.Estimate(must(full.Plan(false)), nil)
+		planned, err := full.Plan(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		est := full.Estimate(planned, nil)
 		_, jobs := Schedule(est.Shares, n)
 		var got []string
 		for k := 1; k <= n; k++ {
@@ -203,11 +207,4 @@ cells:
 			t.Errorf("runner %d of %d: %v, want an error saying K/N", kn[0], kn[1], err)
 		}
 	}
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
