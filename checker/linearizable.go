@@ -169,7 +169,13 @@ type searchBuf struct {
 	// acquires.
 	acquires, byCall, byReturn, held, none  []porcupine.Operation
 	prefixMax, suffixMin, prefixMaxReturned []history.Token
+	// per token, the acknowledged writes prune keeps (see keepWrites).
+	writes map[history.Token]writeBounds
 }
+
+// writeBounds are, of the acknowledged writes under one token, the one that returned first
+// and the one invoked last (indexes in prune's input).
+type writeBounds struct{ firstReturn, lastCall int }
 
 // tokens returns (*buf)[:n], growing *buf when it is shorter.
 func tokens(buf *[]history.Token, n int) []history.Token {
@@ -191,7 +197,9 @@ func in(o porcupine.Operation) *model.Op { return o.Input.(*model.Op) }
 //     before the describe returned (so d ≥ mint wherever it is placed), every acquire that
 //     may follow it returned a token above d and no describe "none" may follow it (so
 //     raising the floor to d never matters);
-//   - a describe "none" that no acquire and no reporting describe may precede.
+//   - a describe "none" that no acquire and no reporting describe may precede;
+//   - of the acknowledged writes under one token, all but the one that returned first and
+//     the one invoked last (keepWrites says why that is exact).
 //
 // Abort bumps are kept, and these rules hold with them: an abort bump raises the mint only
 // to a token below its acquire's, and is invoked with it, so it never raises the mint above
@@ -250,6 +258,7 @@ func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
 		n, _ := slices.BinarySearchFunc(byReturn, t, func(o porcupine.Operation, t int64) int { return cmp.Compare(o.Return, t) })
 		return n
 	}
+	keep := keepWrites(ops, buf)
 	lastNoneReturn := int64(-1 << 63)
 	for _, o := range none {
 		lastNoneReturn = max(lastNoneReturn, o.Return)
@@ -259,9 +268,13 @@ func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
 		firstHeldCall = min(firstHeldCall, o.Call)
 	}
 	out := ops[:0] // in place: o is read before its slot can be written
-	for _, o := range ops {
+	for i, o := range ops {
 		op := in(o)
 		switch op.Kind {
+		case model.WriteOK:
+			if b := keep[op.Token]; i != b.firstReturn && i != b.lastCall {
+				continue
+			}
 		case model.WriteFenced:
 			// Some acquire of a newer token returned before the fence was invoked?
 			if i := firstReturnedFrom(o.Call); i > 0 && op.Token.Less(prefixMaxReturned[i-1]) {
@@ -282,6 +295,45 @@ func prune(ops []porcupine.Operation, buf *searchBuf) []porcupine.Operation {
 		out = append(out, o)
 	}
 	return out
+}
+
+// keepWrites picks, for every token, the two acknowledged writes under it that prune keeps:
+// the one that returned first and the one invoked last. The others change nothing.
+//
+// An acknowledged write changes no state, and is legal exactly where the mint is its token
+// and the holder is not deposed. In any order the model accepts, that condition holds over
+// one unbroken stretch: the mint only rises, and within a mint "deposed" only goes from false
+// to true (only an acquire, which raises the mint, clears it). Say the stretch runs between
+// the points in time p and q at which the operations that open and close it take effect.
+// Writes whose intervals are [c_i, r_i] can all be placed in it iff p ≤ r_i and c_i ≤ q for
+// every i, that is iff p ≤ min r_i and max c_i ≤ q, and the two kept writes impose exactly
+// those bounds (and each is one of the writes, so a history the model accepts still passes
+// without the others). TestPruneKeepsTheVerdict checks the verdict is unchanged.
+func keepWrites(ops []porcupine.Operation, buf *searchBuf) map[history.Token]writeBounds {
+	if buf.writes == nil {
+		buf.writes = map[history.Token]writeBounds{}
+	}
+	keep := buf.writes
+	clear(keep)
+	for i, o := range ops {
+		op := in(o)
+		if op.Kind != model.WriteOK {
+			continue
+		}
+		b, seen := keep[op.Token]
+		if !seen {
+			keep[op.Token] = writeBounds{i, i}
+			continue
+		}
+		if o.Return < ops[b.firstReturn].Return {
+			b.firstReturn = i
+		}
+		if o.Call > ops[b.lastCall].Call {
+			b.lastCall = i
+		}
+		keep[op.Token] = b
+	}
+	return keep
 }
 
 // show returns how to print the role's model tokens: the real token each key stands for.
