@@ -331,6 +331,7 @@ func TestReadRejectsMalformedInputWithItsLineNumber(t *testing.T) {
 		{"epoch out of range", []string{header, `{"type":"invoke","id":1,"time":1,"role":"r","kind":"write-lease","args":{"token":{"producer_id":1,"epoch":40000},"write_id":"w"}}`}, 2, history.ErrMalformed},
 		{"fault ended twice", []string{header, `{"type":"fault-start","fault":1,"time":1,"kind":"k"}`, `{"type":"fault-end","fault":1,"time":2}`, `{"type":"fault-end","fault":1,"time":3}`}, 4, history.ErrMalformed},
 		{"malformed line that is not the last", []string{header, `{"type":"ok","id":`, inv(1, "acquire")}, 2, history.ErrMalformed},
+		{"a wrong line before one that is not JSON", []string{header, inv(1, "acquire"), inv(1, "acquire"), `{"type":"ok","id":`, inv(2, "acquire")}, 3, history.ErrMalformed},
 		{"time equal to Never", []string{header, inv(1, "read"), `{"type":"ok","id":1,"time":9223372036854775807,"result":{"records":[]}}`}, 3, history.ErrMalformed},
 		{"time beyond MaxTime", []string{header, `{"type":"invoke","id":1,"time":4611686018427387905,"role":"r","kind":"acquire"}`}, 2, history.ErrMalformed},
 		{"negative time", []string{header, `{"type":"fault-start","fault":1,"time":-1,"kind":"k"}`}, 2, history.ErrMalformed},

@@ -137,13 +137,15 @@ func read(r io.Reader, hint int) (*History, error) {
 	b := NewBuilder(hint)
 	for c := range ordered {
 		<-c.done
-		if c.err != nil {
-			return nil, c.err
-		}
+		// The lines before the one that stopped the worker, if one did, come first: the
+		// Builder may find one of them wrong.
 		for i := range c.events {
 			if err := b.Add(&c.events[i]); err != nil {
 				return nil, &LineError{Line: c.lines[i], Err: err}
 			}
+		}
+		if c.err != nil {
+			return nil, c.err
 		}
 		if c.truncated > 0 {
 			h := b.History()
