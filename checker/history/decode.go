@@ -21,6 +21,9 @@ type decoder struct {
 	// ids caches recent write ids by hash: reads return the same records again and again,
 	// and a hit reuses the string instead of allocating it.
 	ids [1 << 12]string
+	// strs, when set, caches interned strings by hash in front of the intern map: a hit
+	// costs a hash and a comparison, where the map (thousands of roles) costs a probe.
+	strs *[1 << 12]string
 }
 
 var errSyntax = fmt.Errorf("invalid JSON: %w", ErrMalformed)
@@ -241,15 +244,25 @@ func (l *lexer) writeID(d *decoder) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h := uint32(2166136261) // FNV-1a
-	for _, c := range b {
-		h = (h ^ uint32(c)) * 16777619
-	}
-	slot := &d.ids[h&(uint32(len(d.ids))-1)]
+	return d.writeIDBytes(b), nil
+}
+
+// writeIDBytes returns b as a string, from the write id cache when it holds it.
+func (d *decoder) writeIDBytes(b []byte) string {
+	slot := &d.ids[fnv(b)&(uint32(len(d.ids))-1)]
 	if *slot != string(b) {
 		*slot = string(b)
 	}
-	return *slot, nil
+	return *slot
+}
+
+// fnv is FNV-1a.
+func fnv(b []byte) uint32 {
+	h := uint32(2166136261)
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	return h
 }
 
 // str returns the string at the cursor, interned.
@@ -262,14 +275,24 @@ func (l *lexer) str(d *decoder) (string, error) {
 }
 
 func (d *decoder) internBytes(b []byte) string {
-	if s, ok := d.intern[string(b)]; ok {
-		return s
+	var slot *string
+	if d.strs != nil {
+		slot = &d.strs[fnv(b)&(uint32(len(d.strs))-1)]
+		if *slot == string(b) {
+			return *slot
+		}
 	}
-	s := string(b)
-	if d.intern == nil {
-		d.intern = make(map[string]string)
+	s, ok := d.intern[string(b)]
+	if !ok {
+		s = string(b)
+		if d.intern == nil {
+			d.intern = make(map[string]string)
+		}
+		d.intern[s] = s
 	}
-	d.intern[s] = s
+	if slot != nil {
+		*slot = s
+	}
 	return s
 }
 
@@ -361,8 +384,18 @@ func (l *lexer) skip(d *decoder) error {
 	return l.errorf("want a value")
 }
 
-// decodeLine decodes one line into e, which must be zero.
+// decodeLine decodes one line into e, which must be zero: by the fast path when the writer
+// wrote it (see fastLine), else by the lexer.
 func (d *decoder) decodeLine(line []byte, e *Event) error {
+	if d.fastLine(line, e) {
+		return nil
+	}
+	return d.lexLine(line, e)
+}
+
+// lexLine decodes one line into e, which must be zero, with the lexer: any key order, spaces
+// and escapes, unknown keys skipped.
+func (d *decoder) lexLine(line []byte, e *Event) error {
 	l := lexer{b: line}
 	var metaRaw []byte
 	err := l.object(d, func(key []byte) error {
@@ -520,13 +553,7 @@ func (d *decoder) result(l *lexer, r *Result) error {
 				recs = append(recs, Record{Token: NoToken})
 				return d.record(l, &recs[len(recs)-1])
 			})
-			if d.arena != nil {
-				start := len(*d.arena)
-				*d.arena = append(*d.arena, recs...)
-				r.Records = (*d.arena)[start:len(*d.arena):len(*d.arena)]
-			} else {
-				r.Records = append(make([]Record, 0, len(recs)), recs...)
-			}
+			r.Records = d.keepRecords(recs)
 			clear(recs) // drop the strings the scratch would keep alive
 			d.records = recs[:0]
 		default:
@@ -534,6 +561,17 @@ func (d *decoder) result(l *lexer, r *Result) error {
 		}
 		return err
 	})
+}
+
+// keepRecords copies a read's records out of the decoder's scratch: into the arena when one
+// is set, else into a slice of their own.
+func (d *decoder) keepRecords(recs []Record) []Record {
+	if d.arena == nil {
+		return append(make([]Record, 0, len(recs)), recs...)
+	}
+	start := len(*d.arena)
+	*d.arena = append(*d.arena, recs...)
+	return (*d.arena)[start:len(*d.arena):len(*d.arena)]
 }
 
 func (d *decoder) record(l *lexer, r *Record) error {

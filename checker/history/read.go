@@ -126,7 +126,7 @@ func read(r io.Reader, hint int) (*History, error) {
 	}()
 	for range workers {
 		go func() {
-			d := decoder{intern: make(map[string]string, 256)}
+			d := decoder{intern: make(map[string]string, 256), strs: new([1 << 12]string)}
 			for c := range work {
 				d.decodeChunk(c)
 				close(c.done)
