@@ -7,13 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/checker/checkertest"
 	"github.com/fencecheck/fencecheck/checker/history"
 )
 
@@ -390,5 +393,49 @@ func TestDescribeNotCovered(t *testing.T) {
 		if r.Name == checker.DescribeConsistent && r.Verdict != checker.VerdictValid {
 			t.Fatalf("describe-consistent with a describe = %s, want valid", r.Verdict)
 		}
+	}
+}
+
+// TestAReusedWriteIDIsAHarnessError: a write that reuses another write's id, in the same log
+// or in another, is ill-formed, named with the write that had the id first (the first in
+// history order keeps it), on histories small and large enough that the ids are checked in
+// many buckets.
+func TestAReusedWriteIDIsAHarnessError(t *testing.T) {
+	for _, roles := range []int{3, 40} {
+		t.Run(fmt.Sprintf("roles=%d", roles), func(t *testing.T) {
+			cfg := checkertest.DefaultConfig()
+			cfg.Roles, cfg.OpsPerRole, cfg.WorkPartitions = roles, 400, 3
+			h := checkertest.Generate(cfg, rand.New(rand.NewPCG(uint64(roles), 5)))
+			var writes []int // in history order
+			for i := range h.Ops {
+				if h.Ops[i].Kind.IsWrite() {
+					writes = append(writes, i)
+				}
+			}
+			first, same, other := &h.Ops[writes[0]], (*history.Op)(nil), (*history.Op)(nil)
+			for _, i := range writes[1:] {
+				op := &h.Ops[i]
+				switch {
+				case same == nil && op.Args.Log == first.Args.Log:
+					same = op
+				case other == nil && op.Args.Log != first.Args.Log && op.Role != first.Role:
+					other = op
+				}
+			}
+			same.Args.WriteID, other.Args.WriteID = first.Args.WriteID, first.Args.WriteID
+			res := check(t, h, checker.Options{})
+			wf := res.Check(checker.WellFormed)
+			var named []int64
+			for _, a := range wf.Anomalies {
+				if strings.Contains(a.Explanation, fmt.Sprintf("reuses write id %q of op %d", first.Args.WriteID, first.ID)) {
+					named = append(named, a.Ops...)
+				}
+			}
+			slices.Sort(named)
+			want := []int64{min(same.ID, other.ID), max(same.ID, other.ID)}
+			if res.Verdict != checker.VerdictError || !slices.Equal(named, want) {
+				t.Fatalf("run is %s; the reuses named ops %v, want %v: %+v", res.Verdict, named, want, wf.Anomalies)
+			}
+		})
 	}
 }
