@@ -22,7 +22,8 @@
 //     not fail is a violation, including a member whose every registration failed.
 //
 // Then the porcupine model of package model runs per role, in a pool of Options.Workers
-// searches. Writes of unknown outcome are resolved from the committed log before the search: a
+// searches. A role whose operations linearize places in an order the model accepts, without
+// going back, needs no search: that order proves it (see linearize). Writes of unknown outcome are resolved from the committed log before the search: a
 // write a committed read returned did commit (it ends no later than that read), one the final
 // log lacks did not (a credit). Only acquires of unknown outcome stay nondeterministic, as
 // credits. A search that times out is unknown, never valid. Only the roles that come out

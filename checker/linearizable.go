@@ -171,6 +171,10 @@ type searchBuf struct {
 	prefixMax, suffixMin, prefixMaxReturned []history.Token
 	// per token, the acknowledged writes prune keeps (see keepWrites).
 	writes map[history.Token]writeBounds
+	// linearize's: the operations by invocation and by return, which are placed, and the
+	// ones that may be placed next.
+	order, byRet, cands []int32
+	placed              []bool
 }
 
 // writeBounds are, of the acknowledged writes under one token, the one that returned first
@@ -425,7 +429,12 @@ func (x *index) checkRole(role string, buf *searchBuf) (out roleOutcome) {
 		out.unknown = why // the tokens cannot be ordered: no verdict is sound
 		return out
 	}
-	out.result = porcupine.CheckOperationsTimeout(model.New(false, nil), prune(ops, buf), x.cfg.timeout)
+	ops = prune(ops, buf)
+	if linearize(ops, buf) {
+		out.result = porcupine.Ok // an order the model accepts is in hand: nothing to search
+		return out
+	}
+	out.result = porcupine.CheckOperationsTimeout(model.New(false, nil), ops, x.cfg.timeout)
 	if out.result == porcupine.Unknown {
 		out.unknown = fmt.Sprintf("porcupine timed out after %s", x.cfg.timeout)
 	}
