@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fencecheck/fencecheck/checker/history"
 )
@@ -197,10 +198,56 @@ func newIndex(h *history.History, cfg *config) *index {
 		x.logIDs = append(x.logIDs, id)
 	}
 	slices.SortFunc(x.logIDs, compareLogs)
+	x.resolveLogs()
 	for _, id := range x.logIDs {
 		x.analyzeLog(x.logs[id])
 	}
 	return x
+}
+
+// resolveLogs runs resolveLog on every log, on cfg.workers goroutines: it only reads the
+// index, and its write-id lookups are most of the time analyzing logs takes.
+func (x *index) resolveLogs() {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(x.cfg.workers, len(x.logList)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(x.logList); i = int(next.Add(1) - 1) {
+				x.resolveLog(x.logList[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// resolveLog picks the log's final read (the last ok final read), finds the write of every
+// record of it (finalWriter) and where every other read departs from it (mismatch). It
+// writes only l.
+func (x *index) resolveLog(l *logInfo) {
+	for _, r := range l.reads {
+		op := x.op(r)
+		if op.Kind == history.KindFinalRead && (l.final < 0 || op.Return >= x.op(l.final).Return) {
+			l.final = r
+		}
+	}
+	if l.final < 0 {
+		return
+	}
+	l.reads = slices.DeleteFunc(l.reads, func(r int32) bool { return r == l.final })
+	final := x.finalRecords(l)
+	l.finalWriter = make([]int32, len(final))
+	for p := range final {
+		l.finalWriter[p] = -1
+		if rec := &final[p]; rec.Kind != history.RecordRegistration {
+			if w, ok := x.writes[rec.WriteID]; ok {
+				l.finalWriter[p] = w
+			}
+		}
+	}
+	l.mismatch = make([]int, len(l.reads))
+	for i, r := range l.reads {
+		l.mismatch[i] = prefixMismatch(x.op(r).Result.Records, final)
+	}
 }
 
 // numberRoles numbers the roles in name order and sets x.roles, x.roleOf and x.roleData, with
@@ -442,36 +489,26 @@ func (x *index) malform(op *history.Op, format string, args ...any) {
 	})
 }
 
-// analyzeLog picks the log's final read, compares every other read with it, and records for
-// every write where committed reads saw it. A read that is a prefix of the final log (the
-// normal case) is handled by its length alone: record p of the final log was first seen by the
+// analyzeLog files what resolveLog found of the log, and records for every write where
+// committed reads saw it. A read that is a prefix of the final log (the normal case) is
+// handled by its length alone: record p of the final log was first seen by the
 // earliest-completing read longer than p. Only reads that are not prefixes are walked record
 // by record.
 func (x *index) analyzeLog(l *logInfo) {
-	for _, r := range l.reads {
-		op := x.op(r)
-		if op.Kind == history.KindFinalRead && (l.final < 0 || op.Return >= x.op(l.final).Return) {
-			l.final = r
-		}
-	}
 	if l.final >= 0 {
 		x.finalCount++
-		l.reads = slices.DeleteFunc(l.reads, func(r int32) bool { return r == l.final })
 	}
 	final := x.finalRecords(l)
-	l.finalWriter = make([]int32, len(final))
 	for p := range final {
 		rec := &final[p]
-		l.finalWriter[p] = -1
 		if rec.Kind == history.RecordRegistration {
 			continue
 		}
-		w, ok := x.writes[rec.WriteID]
-		if !ok {
+		w := l.finalWriter[p]
+		if w < 0 {
 			x.orphans[l.id]++
 			continue
 		}
-		l.finalWriter[p] = w
 		if x.opLog[w] != l.num { // not x.op(w).Args.Log: a cache miss a record
 			x.foreign = append(x.foreign, foreignRecord{write: w, log: l.id, offset: rec.Offset})
 			continue
@@ -481,18 +518,12 @@ func (x *index) analyzeLog(l *logInfo) {
 
 	// Reads that are prefixes, by completion time; the others record by record.
 	var prefixes []int32
-	if l.final >= 0 {
-		l.mismatch = make([]int, len(l.reads))
-	}
 	for i, r := range l.reads {
-		recs := x.op(r).Result.Records
-		if l.final >= 0 {
-			l.mismatch[i] = prefixMismatch(recs, final)
-			if l.mismatch[i] < 0 {
-				prefixes = append(prefixes, r)
-				continue
-			}
+		if l.final >= 0 && l.mismatch[i] < 0 {
+			prefixes = append(prefixes, r)
+			continue
 		}
+		recs := x.op(r).Result.Records
 		for _, rec := range recs {
 			if rec.Kind == history.RecordRegistration {
 				continue
