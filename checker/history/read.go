@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
+	"sync"
 )
 
 // LineError is a decoding error at one line of a history file. It wraps ErrMalformed or
@@ -96,6 +98,7 @@ type chunk struct {
 }
 
 func read(r io.Reader, hint int) (*History, error) {
+	defer pauseGC()()
 	workers := max(1, min(runtime.GOMAXPROCS(0), 4))
 	// On an early return, quit stops the reader; the workers then run out of work. Nothing
 	// waits for them: the reader may be blocked in r.Read.
@@ -163,6 +166,36 @@ func read(r io.Reader, hint int) (*History, error) {
 		return nil, fmt.Errorf("no header line: %w", ErrMalformed)
 	}
 	return b.History(), nil
+}
+
+// gcPause turns the garbage collector off while histories are read. Nearly all that a read
+// allocates stays live (the operations and their records), so a collection during it frees
+// little and costs a mark of the whole growing history, and in a fresh process the faults of
+// pages it had freed: on the 1M-operation benchmark history `checkbench check` read in
+// 1.23-1.30 s with the collector on and 0.82-0.90 s with it paused, and its peak RSS fell from
+// 589 to 568 MB. The first read to start turns it off, the last to end restores it; a memory
+// limit (GOMEMLIMIT) still holds.
+var gcPause struct {
+	sync.Mutex
+	reads   int
+	percent int
+}
+
+// pauseGC turns the collector off until the function it returns is called.
+func pauseGC() (resume func()) {
+	gcPause.Lock()
+	if gcPause.reads == 0 {
+		gcPause.percent = debug.SetGCPercent(-1)
+	}
+	gcPause.reads++
+	gcPause.Unlock()
+	return func() {
+		gcPause.Lock()
+		if gcPause.reads--; gcPause.reads == 0 {
+			debug.SetGCPercent(gcPause.percent)
+		}
+		gcPause.Unlock()
+	}
 }
 
 // split reads r into chunks of whole lines and passes them to emit in order, until emit
