@@ -142,6 +142,9 @@ type logInfo struct {
 	mismatch []int
 	// finalWriter[p] is the write op of the final log's record p, or -1.
 	finalWriter []int32
+	// restamped lists, in order, the positions p of the final log whose record carries
+	// another token than its writer ran under (log-token-order): usually none.
+	restamped []int
 }
 
 type foreignRecord struct {
@@ -221,8 +224,8 @@ func (x *index) resolveLogs() {
 }
 
 // resolveLog picks the log's final read (the last ok final read), finds the write of every
-// record of it (finalWriter) and where every other read departs from it (mismatch). It
-// writes only l.
+// record of it (finalWriter) and the records stamped with another token (restamped), and
+// where every other read departs from the final log (mismatch). It writes only l.
 func (x *index) resolveLog(l *logInfo) {
 	for _, r := range l.reads {
 		op := x.op(r)
@@ -241,6 +244,9 @@ func (x *index) resolveLog(l *logInfo) {
 		if rec := &final[p]; rec.Kind != history.RecordRegistration {
 			if w, ok := x.writes[rec.WriteID]; ok {
 				l.finalWriter[p] = w
+				if x.op(w).Args.Token != rec.Token {
+					l.restamped = append(l.restamped, p)
+				}
 			}
 		}
 	}

@@ -108,12 +108,17 @@ func (c *run) checkLogTokenOrder() {
 			}
 			return s
 		}
+		restamped := l.restamped
 		for p := range final {
 			rec := &final[p]
 			if rec.Kind == history.RecordRegistration {
 				continue
 			}
-			tok := checkStamp(id, rec, l.finalWriter[p], l.final)
+			tok := rec.Token // the writer's, but for the records resolveLog found restamped
+			if len(restamped) > 0 && restamped[0] == p {
+				tok = checkStamp(id, rec, l.finalWriter[p], l.final)
+				restamped = restamped[1:]
+			}
 			key := ""
 			if id.Work {
 				key = rec.Role
