@@ -1,71 +1,49 @@
 package checker
 
 import (
-	"math/rand/v2"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/fencecheck/fencecheck/checker/checkertest"
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/checker/model"
 )
 
 // TestLinearizeIsSoundAndUsuallyFinds: whenever linearize finds an order, porcupine agrees the
-// role is linearizable (on correct histories, with planted violations and with writes moved in
-// time, TV2 and TV1); and on correct histories it finds one for nearly every role, so the
-// search is rarely needed.
+// role is linearizable (on the histories of mutatedIndexes: correct, with planted violations,
+// old describes and writes moved in time, TV2 and TV1); and of the roles porcupine accepts it
+// finds an order for nearly all, so the search is rarely needed.
 func TestLinearizeIsSoundAndUsuallyFinds(t *testing.T) {
-	found, accepted, rejected := 0, 0, 0
-	for seed := range uint64(80) {
-		rng := rand.New(rand.NewPCG(seed, 11))
-		cfg := checkertest.DefaultConfig()
-		cfg.Indeterminate = 0.1
-		if seed%2 == 1 {
-			cfg.TV, cfg.AbortBumps, cfg.AcquireRate = 1, true, 0.6
-		}
-		h := checkertest.Generate(cfg, rng)
-		switch seed % 4 {
-		case 1:
-			checkertest.Plant(h, checkertest.StaleWrite, rng)
-		case 2:
-			checkertest.Plant(h, checkertest.OutOfOrder, rng)
-		case 3:
-			for i := range h.Ops {
-				if op := &h.Ops[i]; op.Kind.IsWrite() && op.Type == history.TypeOK && rng.IntN(8) == 0 {
-					d := max(rng.Int64N(2*cfg.Lease)-cfg.Lease, -op.Invoke)
-					op.Invoke, op.Return = op.Invoke+d, op.Return+d
-				}
-			}
-		}
-		c, err := Options{}.config(&history.Meta{LeaseDuration: h.Meta.LeaseDuration, TransactionVersion: h.Meta.TransactionVersion})
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := newIndex(h, &c)
+	// By transaction version: index 0 TV2, 1 TV1 with abort bumps.
+	var found, accepted [2]int
+	rejected := 0
+	mutatedIndexes(t, 100, 11, func(seed uint64, x *index) {
+		tv := seed % 2
 		for _, role := range x.roles {
 			buf := &searchBuf{}
 			ops := prune(x.modelOps(role, buf, false), buf)
 			ok := porcupine.CheckOperations(model.New(false, nil), ops)
 			if linearize(ops, buf) {
-				found++
+				found[tv]++
 				if !ok {
 					t.Fatalf("seed %d role %s: linearize found an order porcupine rejects", seed, role)
 				}
 			}
 			if ok {
-				accepted++
+				accepted[tv]++
 			} else {
 				rejected++
 			}
 		}
+	})
+	// Porcupine accepts some roles that linearize gives up on (it never goes back): on TV2
+	// none may be, or the search is not spared where it matters; TV1 roles that fight over
+	// acquires aborting each other's transactions are where it gives up most.
+	t.Logf("found an order for %d of the %d TV2 roles and %d of the %d TV1 roles porcupine accepts; %d rejected",
+		found[0], accepted[0], found[1], accepted[1], rejected)
+	if rejected == 0 || found[0] < accepted[0] || float64(found[1]) < 0.6*float64(accepted[1]) {
+		t.Fatal("linearize gives up on too many roles")
 	}
-	// Porcupine accepts some roles that linearize gives up on (it never goes back), but they
-	// must stay few, or the search is not spared.
-	if rejected == 0 || float64(found) < 0.9*float64(accepted) {
-		t.Fatalf("found an order for %d of the %d roles porcupine accepts (%d rejected)", found, accepted, rejected)
-	}
-	t.Logf("found an order for %d of the %d roles porcupine accepts; %d rejected", found, accepted, rejected)
 }
 
 // TestLinearizeRefusesWhatTheModelRejects: two acquires in real-time order with tokens that

@@ -11,36 +11,45 @@ import (
 	"github.com/fencecheck/fencecheck/checker/model"
 )
 
-// TestPruneKeepsTheVerdict: dropping the operations prune drops never changes what porcupine
-// decides, on correct histories and on histories with a planted violation or with writes
-// moved in time (so that some fall outside their holder's stretch), TV2 and TV1 (with abort
-// bumps), and the lenient model agrees too.
-func TestPruneKeepsTheVerdict(t *testing.T) {
-	cfg := checkertest.DefaultConfig()
-	cfg.Indeterminate = 0.1
-	pruned, total, illegal := 0, 0, 0
-	movedIllegal := 0 // illegal searches of histories with moved writes
-	for seed := range uint64(80) {
-		rng := rand.New(rand.NewPCG(seed, 9))
-		cfg := cfg
-		if seed%2 == 1 { // TV1 acquires that abort the holder's transaction: abort bumps
+// Mutations of the simulated histories of mutatedIndexes, by seed modulo 5.
+const (
+	mutateNone        = iota
+	mutateStaleWrite  // a planted stale write
+	mutateOutOfOrder  // a planted out-of-order commit
+	mutateOldDescribe // describes that report an epoch from long ago
+	mutateMovedWrites // acknowledged writes moved, as a whole, up to a lease earlier or later
+	mutations
+)
+
+// mutatedIndexes calls f with the index of a simulated history for each of seeds seeds: TV2 on
+// even seeds, TV1 on odd ones with acquires that abort the holder's transaction (abort bumps),
+// correct or with the mutation of seed % mutations. stream varies the histories from test to
+// test.
+func mutatedIndexes(t *testing.T, seeds, stream uint64, f func(seed uint64, x *index)) {
+	t.Helper()
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, stream))
+		cfg := checkertest.DefaultConfig()
+		cfg.Indeterminate = 0.1
+		if seed%2 == 1 {
 			cfg.TV, cfg.AbortBumps, cfg.AcquireRate = 1, true, 0.6
 		}
 		h := checkertest.Generate(cfg, rng)
-		switch seed % 4 {
-		case 1:
+		switch seed % mutations {
+		case mutateStaleWrite:
 			checkertest.Plant(h, checkertest.StaleWrite, rng)
-		case 2: // a describe that reports an epoch from long ago
+		case mutateOutOfOrder:
+			checkertest.Plant(h, checkertest.OutOfOrder, rng)
+		case mutateOldDescribe:
 			for i := range h.Ops {
 				if op := &h.Ops[i]; op.Kind == history.KindDescribe && op.Result.Held && op.Result.Token.Epoch > 3 && rng.IntN(4) == 0 {
 					op.Result.Token = &history.Token{ProducerID: op.Result.Token.ProducerID, Epoch: 1}
 				}
 			}
-		case 3: // acknowledged writes moved, as a whole, up to a lease earlier or later
+		case mutateMovedWrites:
 			for i := range h.Ops {
 				if op := &h.Ops[i]; op.Kind.IsWrite() && op.Type == history.TypeOK && rng.IntN(8) == 0 {
-					d := rng.Int64N(2*cfg.Lease) - cfg.Lease
-					d = max(d, -op.Invoke)
+					d := max(rng.Int64N(2*cfg.Lease)-cfg.Lease, -op.Invoke)
 					op.Invoke, op.Return = op.Invoke+d, op.Return+d
 				}
 			}
@@ -49,7 +58,18 @@ func TestPruneKeepsTheVerdict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		x := newIndex(h, &c)
+		f(seed, newIndex(h, &c))
+	}
+}
+
+// TestPruneKeepsTheVerdict: dropping the operations prune drops never changes what porcupine
+// decides, on correct histories and on histories with a planted violation or with writes
+// moved in time (so that some fall outside their holder's stretch), TV2 and TV1 (with abort
+// bumps), and the lenient model agrees too.
+func TestPruneKeepsTheVerdict(t *testing.T) {
+	pruned, total, illegal := 0, 0, 0
+	movedIllegal := 0 // illegal searches of histories with moved writes
+	mutatedIndexes(t, 100, 9, func(seed uint64, x *index) {
 		for _, role := range x.roles {
 			for _, lenient := range []bool{false, true} {
 				m := model.New(lenient, nil)
@@ -63,13 +83,13 @@ func TestPruneKeepsTheVerdict(t *testing.T) {
 				pruned += len(full) - len(small)
 				if !want {
 					illegal++
-					if seed%4 == 3 {
+					if seed%mutations == mutateMovedWrites {
 						movedIllegal++
 					}
 				}
 			}
 		}
-	}
+	})
 	if pruned == 0 || illegal == 0 || movedIllegal == 0 {
 		t.Fatalf("the test proves nothing: pruned %d of %d operations, %d illegal searches (%d with moved writes)", pruned, total, illegal, movedIllegal)
 	}

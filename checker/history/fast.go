@@ -121,15 +121,15 @@ func (d *decoder) fastLine(line []byte, e *Event) bool {
 		d.fastInvoke(&c, e)
 	case c.lit(`ok"`):
 		e.Type = TypeOK
-		d.fastCompletion(&c, e)
 	case c.lit(`fail"`):
 		e.Type = TypeFail
-		d.fastCompletion(&c, e)
 	case c.lit(`info"`):
 		e.Type = TypeInfo
-		d.fastCompletion(&c, e)
 	default:
-		return false
+		return false // the header and fault windows: the lexer's
+	}
+	if e.Type.IsCompletion() {
+		d.fastCompletion(&c, e)
 	}
 	c.must(`}`)
 	if !c.ok || c.i != len(line) {
