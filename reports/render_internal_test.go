@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
 )
 
@@ -63,5 +64,39 @@ func TestChartsAtTheEdges(t *testing.T) {
 				t.Errorf("%s: tick %q", c.Title, tk.Label)
 			}
 		}
+	}
+}
+
+// TestAnomaliesShowTheirOperationsAndRecords: an anomaly lists the operations it names (one the
+// history lacks as such) and the records at its offsets, from all of the log's ok final reads,
+// a later read's record winning.
+func TestAnomaliesShowTheirOperationsAndRecords(t *testing.T) {
+	rec := func(off int64, w string) history.Record {
+		return history.Record{Offset: off, Kind: history.RecordLease, Member: "m1", Token: history.Token{ProducerID: 1}, WriteID: w}
+	}
+	final := func(id int64, recs ...history.Record) history.Op {
+		return history.Op{ID: id, Role: "r", Kind: history.KindFinalRead, Type: history.TypeOK, Args: history.Args{Log: history.RoleLog("r")},
+			Result: history.Result{Records: recs}}
+	}
+	h := &history.History{End: 100, Ops: []history.Op{
+		{ID: 3, Role: "r", Member: "m1", Kind: history.KindWriteLease, Type: history.TypeOK, Args: history.Args{WriteID: "w3", Log: history.RoleLog("r")}},
+		final(8, rec(0, "w3"), rec(1, "w4")),
+		{ID: 9, Role: "r", Kind: history.KindFinalRead, Type: history.TypeFail, Args: history.Args{Log: history.RoleLog("r")},
+			Result: history.Result{Records: []history.Record{rec(2, "failed read")}}},
+		final(10, rec(1, "w5")),
+	}}
+	res := &checker.Results{Checks: []checker.Result{{Name: checker.NoLostWrite, Anomalies: []checker.Anomaly{
+		{Guarantee: checker.NoLostWrite, Role: "r", Log: "lease:r", Ops: []int64{3, 77}, Offsets: []int64{0, 1, 2}},
+	}}}}
+	p := newPage(nil, res, h, nil)
+	if len(p.Anomalies) != 1 {
+		t.Fatalf("%d anomalies", len(p.Anomalies))
+	}
+	a := p.Anomalies[0]
+	if len(a.Ops) != 2 || a.Ops[0].ID != 3 || a.Ops[0].WriteID != "w3" || a.Ops[1].ID != 77 || a.Ops[1].Outcome != "not in the history" {
+		t.Errorf("operations %+v", a.Ops)
+	}
+	if len(a.Offsets) != 3 || a.Offsets[0].WriteID != "w3" || a.Offsets[1].WriteID != "w5" || !a.Offsets[1].Found || a.Offsets[2].Found {
+		t.Errorf("records %+v", a.Offsets)
 	}
 }

@@ -161,13 +161,7 @@ func newPage(info *RunInfo, res *checker.Results, h *history.History, histErr er
 	for _, r := range res.Coverage {
 		p.Coverage = append(p.Coverage, row(r))
 	}
-	var ops map[int64]*history.Op
-	if h != nil {
-		ops = make(map[int64]*history.Op, len(h.Ops))
-		for i := range h.Ops {
-			ops[h.Ops[i].ID] = &h.Ops[i]
-		}
-	}
+	ops, finals := anomalyOps(res, h)
 	visualized := map[string]bool{}
 	for _, r := range res.Visualized {
 		visualized[r] = true
@@ -175,7 +169,7 @@ func newPage(info *RunInfo, res *checker.Results, h *history.History, histErr er
 	anomalous := map[string]bool{}
 	for _, r := range res.Checks {
 		for _, a := range r.Anomalies {
-			p.Anomalies = append(p.Anomalies, anomaly(a, ops, h, visualized))
+			p.Anomalies = append(p.Anomalies, anomaly(a, ops, finals, visualized))
 			if a.Role != "" {
 				anomalous[a.Role] = true
 			}
@@ -286,7 +280,36 @@ func failures(h *history.History) []failureRow {
 	return out
 }
 
-func anomaly(a checker.Anomaly, ops map[int64]*history.Op, h *history.History, visualized map[string]bool) anomalyView {
+// anomalyOps finds, in one pass over the history, the operations the anomalies list (an
+// id the history lacks maps to nil) and every log's ok final reads, by log name: all that
+// the anomalies show of the history. A history of a million operations has no room for a map
+// of every operation by id.
+func anomalyOps(res *checker.Results, h *history.History) (ops map[int64]*history.Op, finals map[string][]*history.Op) {
+	if h == nil {
+		return nil, nil
+	}
+	ops, finals = map[int64]*history.Op{}, map[string][]*history.Op{}
+	for _, r := range res.Checks {
+		for _, a := range r.Anomalies {
+			for _, id := range a.Ops[:min(len(a.Ops), maxAnomalyOps)] {
+				ops[id] = nil
+			}
+		}
+	}
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if _, ok := ops[op.ID]; ok {
+			ops[op.ID] = op
+		}
+		if op.Kind == history.KindFinalRead && op.Type == history.TypeOK {
+			log := op.Args.Log.String()
+			finals[log] = append(finals[log], op)
+		}
+	}
+	return ops, finals
+}
+
+func anomaly(a checker.Anomaly, ops map[int64]*history.Op, finals map[string][]*history.Op, visualized map[string]bool) anomalyView {
 	v := anomalyView{Guarantee: a.Guarantee, Role: a.Role, Log: a.Log, Explanation: a.Explanation}
 	if a.Role != "" && visualized[a.Role] {
 		v.Linear = LinearName(a.Role)
@@ -303,8 +326,8 @@ func anomaly(a checker.Anomaly, ops map[int64]*history.Op, h *history.History, v
 		}
 		v.Ops = append(v.Ops, opView(op))
 	}
-	if len(a.Offsets) > 0 && h != nil {
-		recs := finalRecords(h, a.Log)
+	if len(a.Offsets) > 0 && finals != nil {
+		recs := finalRecords(finals[a.Log])
 		for _, off := range a.Offsets {
 			r, ok := recs[off]
 			v.Offsets = append(v.Offsets, recordRow{Offset: off, Kind: r.Kind.String(), Member: r.Member,
@@ -321,14 +344,11 @@ func tokenString(t history.Token, k history.RecordKind) string {
 	return t.String()
 }
 
-// finalRecords indexes the records of the final read of the log named log by offset.
-func finalRecords(h *history.History, log string) map[int64]history.Record {
+// finalRecords returns the records of a log's final reads by offset (a later read's record
+// wins).
+func finalRecords(finals []*history.Op) map[int64]history.Record {
 	out := map[int64]history.Record{}
-	for i := range h.Ops {
-		op := &h.Ops[i]
-		if op.Kind != history.KindFinalRead || op.Type != history.TypeOK || op.Args.Log.String() != log {
-			continue
-		}
+	for _, op := range finals {
 		for _, r := range op.Result.Records {
 			out[r.Offset] = r
 		}
