@@ -23,13 +23,14 @@
 //
 // Then the porcupine model of package model runs per role, in a pool of Options.Workers
 // searches. A role whose operations linearize places in an order the model accepts, without
-// going back, needs no search: that order proves it (see linearize). Writes of unknown outcome are resolved from the committed log before the search: a
-// write a committed read returned did commit (it ends no later than that read), one the final
-// log lacks did not (a credit). Only acquires of unknown outcome stay nondeterministic, as
-// credits. A search that times out is unknown, never valid. Only the roles that come out
-// Illegal are searched again: with the lenient model (is the only fault a spurious fence?),
-// by witnesses and projections (which guarantee, which operations), and verbosely for
-// porcupine's visualization with the fault windows drawn in.
+// going back, needs no search: that order proves it (see linearize). Writes of unknown
+// outcome are resolved from the committed log before the search: a write a committed read
+// returned did commit (it ends no later than that read), one the final log lacks did not (a
+// credit). Only acquires of unknown outcome stay nondeterministic, as credits. A search that
+// times out is unknown, never valid. Only the roles that come out Illegal are searched
+// again: with the lenient model (is the only fault a spurious fence?), by witnesses and
+// projections (which guarantee, which operations), and verbosely for porcupine's
+// visualization with the fault windows drawn in.
 //
 // # Well-formedness
 //

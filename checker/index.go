@@ -2,10 +2,10 @@ package checker
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/fencecheck/fencecheck/checker/history"
 )
@@ -208,19 +208,11 @@ func newIndex(h *history.History, cfg *config) *index {
 	return x
 }
 
-// resolveLogs runs resolveLog on every log, on cfg.workers goroutines: it only reads the
-// index, and its write-id lookups are most of the time analyzing logs takes.
+// resolveLogs runs resolveLog on every log, through the model check's pool: it only reads
+// the index, and its write-id lookups are most of the time analyzing logs takes. Indexing
+// is not cancelled, so no log is left out.
 func (x *index) resolveLogs() {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(x.cfg.workers, len(x.logList)) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(x.logList); i = int(next.Add(1) - 1) {
-				x.resolveLog(x.logList[i])
-			}
-		})
-	}
-	wg.Wait()
+	x.pool(context.Background(), len(x.logList), func(_, i int) { x.resolveLog(x.logList[i]) }, nil)
 }
 
 // resolveLog picks the log's final read (the last ok final read), finds the write of every

@@ -285,8 +285,8 @@ func failures(h *history.History) []failureRow {
 // the anomalies show of the history. A history of a million operations has no room for a map
 // of every operation by id.
 func anomalyOps(res *checker.Results, h *history.History) (ops map[int64]*history.Op, finals map[string][]*history.Op) {
-	if h == nil {
-		return nil, nil
+	if h == nil || !slices.ContainsFunc(res.Checks, func(r checker.Result) bool { return len(r.Anomalies) > 0 }) {
+		return nil, nil // nothing to show: a valid run's report does not walk the history for it
 	}
 	ops, finals = map[int64]*history.Op{}, map[string][]*history.Op{}
 	for _, r := range res.Checks {

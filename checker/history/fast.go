@@ -6,7 +6,7 @@ package history
 // would have written gives the line back to the generic decoder, which decodes it whole, so
 // both paths accept exactly the same lines and decode them to the same events
 // (TestFastPathAgreesWithTheLexer). Nearly every line of a recorded history takes the fast
-// path: on the benchmarks' 1M-operation history it decodes in half the time.
+// path: BenchmarkRead of the 1M-operation history fell from 1.08-1.12 s to 0.81-0.84 s.
 
 // scan is a cursor that matches the writer's bytes; ok turns false at the first mismatch,
 // and every method then does nothing.
