@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 
 	"github.com/fencecheck/fencecheck/checker/checkertest"
 	"github.com/fencecheck/fencecheck/checker/history"
@@ -405,17 +406,38 @@ func TestReadHandlesLinesLongerThanAChunk(t *testing.T) {
 	var buf bytes.Buffer
 	w := history.NewWriter(&buf, history.WriterOptions{})
 	mustAppend(t, w, history.Event{Type: history.TypeHeader})
-	mustAppend(t, w, history.Event{Type: history.TypeInvoke, ID: 1, Role: "r", Kind: history.KindFinalRead})
-	mustAppend(t, w, history.Event{Type: history.TypeOK, ID: 1, Time: 1, Result: history.Result{Records: recs}})
+	// Two long lines with short ones around them: a chunk then starts in the middle of a long
+	// line, carried over from the one before.
+	for id := int64(1); id <= 2; id++ {
+		mustAppend(t, w, history.Event{Type: history.TypeInvoke, ID: id, Time: id, Role: "r", Kind: history.KindFinalRead})
+		mustAppend(t, w, history.Event{Type: history.TypeOK, ID: id, Time: id, Result: history.Result{Records: recs[:len(recs)/int(id)]}})
+	}
+	mustAppend(t, w, history.Event{Type: history.TypeInvoke, ID: 3, Time: 3, Role: "r", Kind: history.KindDescribe})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := history.Read(&buf)
-	if err != nil {
-		t.Fatal(err)
+	// Readers that return less than asked: the reader must find the lines' ends in whatever
+	// pieces arrive.
+	readers := map[string]func([]byte) io.Reader{
+		"whole": func(b []byte) io.Reader { return bytes.NewReader(b) },
+		"half":  func(b []byte) io.Reader { return iotest.HalfReader(bytes.NewReader(b)) },
+		"bytes": func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) },
 	}
-	if got := h.Ops[0].Result.Records; !reflect.DeepEqual(got, recs) {
-		t.Fatalf("got %d records", len(got))
+	for name, reader := range readers {
+		t.Run(name, func(t *testing.T) {
+			h, err := history.Read(reader(buf.Bytes()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(h.Ops) != 3 || h.Ops[2].Kind != history.KindDescribe {
+				t.Fatalf("got %d operations", len(h.Ops))
+			}
+			for i, want := range [][]history.Record{recs, recs[:len(recs)/2]} {
+				if got := h.Ops[i].Result.Records; !reflect.DeepEqual(got, want) {
+					t.Fatalf("read %d: got %d records, want %d", i+1, len(got), len(want))
+				}
+			}
+		})
 	}
 }
 

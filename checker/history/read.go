@@ -108,7 +108,13 @@ func read(r io.Reader, hint int) (*History, error) {
 	// bounds the memory in flight.
 	ordered := make(chan *chunk, 2*workers)
 	work := make(chan *chunk, 2*workers)
-	free := make(chan *chunk, 3*workers) // decoded chunks come back here for reuse
+	// free holds the chunks not in use. There are a fixed number, and each comes back when
+	// the Builder is done with it: their buffers are allocated once, not once a chunk (with
+	// the collector paused, every fresh buffer would be fresh memory to fault in).
+	free := make(chan *chunk, 3*workers)
+	for range cap(free) {
+		free <- &chunk{}
+	}
 	var readErr error
 	go func() {
 		defer close(work)
@@ -154,10 +160,7 @@ func read(r io.Reader, hint int) (*History, error) {
 			h := b.History()
 			h.Truncated, h.TruncatedLine = true, c.truncated
 		}
-		select {
-		case free <- c:
-		default:
-		}
+		free <- c
 	}
 	if readErr != nil {
 		return nil, readErr
@@ -200,8 +203,8 @@ func pauseGC() (resume func()) {
 	}
 }
 
-// split reads r into chunks of whole lines and passes them to emit in order, until emit
-// returns false or r ends.
+// split reads r into chunks of whole lines, taken from free, and passes them to emit in
+// order, until emit returns false, quit closes or r ends.
 func split(r io.Reader, quit <-chan struct{}, free <-chan *chunk, emit func(*chunk) bool) error {
 	line := 1
 	var carry []byte // the start of a line the previous chunk could not finish
@@ -209,24 +212,28 @@ func split(r io.Reader, quit <-chan struct{}, free <-chan *chunk, emit func(*chu
 		var c *chunk
 		select {
 		case c = <-free:
-		default:
-			c = &chunk{}
+		case <-quit:
+			return nil
 		}
 		clear(c.records) // drop the strings a recycled arena would keep alive
 		*c = chunk{data: c.data[:0], events: c.events[:0], records: c.records[:0], lines: c.lines[:0], firstLine: line, done: make(chan struct{})}
 		buf := append(c.data, carry...)
 		var err error
+		newline := false // whether buf holds the end of a line
 		for {
 			if cap(buf)-len(buf) < chunkSize/2 {
-				buf = slices.Grow(buf, chunkSize)
+				// Double: a line longer than a chunk (a read of a large log) would otherwise
+				// be copied over and over as it grows.
+				buf = slices.Grow(buf, max(chunkSize, len(buf)))
 			}
 			n, rerr := r.Read(buf[len(buf):cap(buf)])
+			newline = newline || bytes.IndexByte(buf[len(buf):len(buf)+n], '\n') >= 0
 			buf = buf[:len(buf)+n]
 			if rerr != nil {
 				err = rerr
 				break
 			}
-			if len(buf) >= chunkSize && bytes.LastIndexByte(buf, '\n') >= 0 {
+			if len(buf) >= chunkSize && newline {
 				break
 			}
 		}
