@@ -44,13 +44,8 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Results, err
 		})
 	}
 	c.res.History = Stats{
-		Format: h.Format, Ops: len(h.Ops), Faults: len(h.Faults), End: h.End,
-		Truncated: h.Truncated, TruncatedLine: h.TruncatedLine,
-	}
-	for i := range h.Ops {
-		if h.Ops[i].Pending {
-			c.res.History.Pending++
-		}
+		Format: h.Format, Ops: h.Len(), Faults: len(h.Faults), End: h.End,
+		Truncated: h.Truncated, TruncatedLine: h.TruncatedLine, Pending: h.Pending(),
 	}
 
 	t0 := time.Now()
@@ -122,7 +117,7 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Results, err
 	c.checkCoverage()
 	c.finish(start)
 	t := c.res.Timings
-	cfg.log.Info("history checked", "verdict", c.res.Verdict, "ops", len(h.Ops), "roles", len(c.x.roles),
+	cfg.log.Info("history checked", "verdict", c.res.Verdict, "ops", h.Len(), "roles", len(c.x.roles),
 		"index", time.Duration(t.Index), "linear", time.Duration(t.Linear), "porcupine", time.Duration(t.Porcupine),
 		"explain", time.Duration(t.Explain), "total", time.Duration(t.Total))
 	return c.res, nil
@@ -251,8 +246,10 @@ func (c *run) notCovered(r *Result) {
 	if r.Name != DescribeConsistent || r.Verdict != VerdictValid || c.x == nil {
 		return
 	}
-	for i := range c.x.h.Ops {
-		if op := &c.x.h.Ops[i]; op.Kind == history.KindDescribe && op.Type == history.TypeOK {
+	var op history.Op
+	for i := range c.x.h.Len() {
+		c.x.h.Load(i, &op)
+		if op.Kind == history.KindDescribe && op.Type == history.TypeOK {
 			return
 		}
 	}

@@ -163,7 +163,7 @@ func TestCancelledCheckIsUnknown(t *testing.T) {
 
 func TestCheckerPanicBecomesUnknownForThatCheck(t *testing.T) {
 	h := golden(t, "registration-order--valid--members-join-in-order")
-	h.Ops[0].Result.Offset = nil // an ok register without its offset: a bug the Builder would refuse
+	h.Edit(0, func(op *history.Op) { op.Result.Offset = nil }) // an ok register without its offset: a bug the Builder would refuse
 	res := check(t, h, checker.Options{})
 	r := res.Check(checker.RegistrationOrder)
 	if r.Verdict != checker.VerdictUnknown || r.Details["panic"] == nil {
@@ -256,9 +256,9 @@ func TestExposureNamesTheOverlappingHolders(t *testing.T) {
 
 func TestAReadOfNoLogIsAHarnessError(t *testing.T) {
 	h := golden(t, "read-monotonic--valid--reads-grow")
-	for i := range h.Ops {
-		if h.Ops[i].Kind == history.KindRead {
-			h.Ops[i].Role, h.Ops[i].Args.Log = "", history.LogID{}
+	for i := range h.Len() {
+		if h.Op(i).Kind == history.KindRead {
+			h.Edit(i, func(op *history.Op) { op.Role, op.Args.Log = "", history.LogID{} })
 			break
 		}
 	}
@@ -348,8 +348,8 @@ func TestTimesAtTheEdgesAreHarnessErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
 			h := golden(t, tt.golden)
-			for i := range h.Ops {
-				tt.edit(&h.Ops[i])
+			for i := range h.Len() {
+				h.Edit(i, tt.edit)
 			}
 			var log errorLog
 			res := check(t, h, checker.Options{Logger: log.logger(), Visualize: (&visualizations{}).open})
@@ -407,22 +407,24 @@ func TestAReusedWriteIDIsAHarnessError(t *testing.T) {
 			cfg.Roles, cfg.OpsPerRole, cfg.WorkPartitions = roles, 400, 3
 			h := checkertest.Generate(cfg, rand.New(rand.NewPCG(uint64(roles), 5)))
 			var writes []int // in history order
-			for i := range h.Ops {
-				if h.Ops[i].Kind.IsWrite() {
+			for i := range h.Len() {
+				if h.Op(i).Kind.IsWrite() {
 					writes = append(writes, i)
 				}
 			}
-			first, same, other := &h.Ops[writes[0]], (*history.Op)(nil), (*history.Op)(nil)
+			first, same, other := h.Op(writes[0]), -1, -1
 			for _, i := range writes[1:] {
-				op := &h.Ops[i]
+				op := h.Op(i)
 				switch {
-				case same == nil && op.Args.Log == first.Args.Log:
-					same = op
-				case other == nil && op.Args.Log != first.Args.Log && op.Role != first.Role:
-					other = op
+				case same < 0 && op.Args.Log == first.Args.Log:
+					same = i
+				case other < 0 && op.Args.Log != first.Args.Log && op.Role != first.Role:
+					other = i
 				}
 			}
-			same.Args.WriteID, other.Args.WriteID = first.Args.WriteID, first.Args.WriteID
+			reuse := func(op *history.Op) { op.Args.WriteID = first.Args.WriteID }
+			h.Edit(same, reuse)
+			h.Edit(other, reuse)
 			res := check(t, h, checker.Options{})
 			wf := res.Check(checker.WellFormed)
 			var named []int64
@@ -432,7 +434,7 @@ func TestAReusedWriteIDIsAHarnessError(t *testing.T) {
 				}
 			}
 			slices.Sort(named)
-			want := []int64{min(same.ID, other.ID), max(same.ID, other.ID)}
+			want := []int64{min(h.Op(same).ID, h.Op(other).ID), max(h.Op(same).ID, h.Op(other).ID)}
 			if res.Verdict != checker.VerdictError || !slices.Equal(named, want) {
 				t.Fatalf("run is %s; the reuses named ops %v, want %v: %+v", res.Verdict, named, want, wf.Anomalies)
 			}

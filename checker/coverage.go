@@ -77,12 +77,7 @@ func coverFinalRead(x *index) (bool, map[string]any) {
 			missing = append(missing, id.String())
 		}
 	}
-	failed := 0
-	for i := range x.h.Ops {
-		if op := &x.h.Ops[i]; op.Kind == history.KindFinalRead && op.Type != history.TypeOK {
-			failed++
-		}
-	}
+	failed := x.tally.failedFinalReads
 	d := map[string]any{"logs": len(x.logIDs), "final_reads": x.finalCount}
 	if failed > 0 {
 		d["final_reads_failed"] = failed
@@ -97,13 +92,8 @@ func coverFinalRead(x *index) (bool, map[string]any) {
 }
 
 func coverOpsSucceeded(x *index) (bool, map[string]any) {
-	ok := 0
-	for i := range x.h.Ops {
-		if op := &x.h.Ops[i]; op.Type == history.TypeOK && op.Kind != history.KindFinalRead {
-			ok++
-		}
-	}
-	return ok > 0, map[string]any{"ok": ok, "ops": len(x.h.Ops)}
+	ok := x.tally.ok
+	return ok > 0, map[string]any{"ok": ok, "ops": x.h.Len()}
 }
 
 func coverHandoff(x *index) (bool, map[string]any) {
@@ -123,12 +113,7 @@ func coverHandoff(x *index) (bool, map[string]any) {
 }
 
 func coverFence(x *index) (bool, map[string]any) {
-	fenced := 0
-	for i := range x.h.Ops {
-		if op := &x.h.Ops[i]; op.Kind.IsWrite() && op.Type == history.TypeFail && op.Error == history.ErrorFenced {
-			fenced++
-		}
-	}
+	fenced := x.tally.fenced
 	return fenced > 0, map[string]any{"fenced_writes": fenced}
 }
 
@@ -212,8 +197,9 @@ func coverOpsAroundFault(x *index) (bool, map[string]any) {
 		last = max(last, f.End)
 	}
 	before, during, after := 0, 0, 0
-	for i := range x.h.Ops {
-		op := &x.h.Ops[i]
+	var op history.Op
+	for i := range x.h.Len() {
+		x.h.Load(i, &op)
 		if op.Type != history.TypeOK || op.Kind == history.KindFinalRead {
 			continue
 		}

@@ -56,9 +56,11 @@ func (x *index) opsByID(checks []Result) map[int64]int32 {
 	if len(want) == 0 {
 		return m
 	}
-	for i := range x.h.Ops {
-		if id := x.h.Ops[i].ID; want[id] {
-			m[id] = int32(i)
+	var op history.Op
+	for i := range x.h.Len() {
+		x.h.Load(i, &op)
+		if want[op.ID] {
+			m[op.ID] = int32(i)
 		}
 	}
 	return m

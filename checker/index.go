@@ -31,6 +31,12 @@ type index struct {
 	roleLogs []*logInfo         // by role number: its lease log, once an operation names it
 	logIDs   []history.LogID    // sorted: lease logs by role, then work partitions
 	opLog    []int32            // per operation: the num of the log it writes or reads, -1 if none
+	// outcome is every operation's type (a pending one is TypeInfo): the checks that walk a
+	// log's writes read it here, not in the history, where each would be a cache miss.
+	outcome []history.EventType
+	// tally counts, for coverage, the failed final reads, the ok operations other than final
+	// reads, and the writes fenced.
+	tally struct{ failedFinalReads, ok, fenced int }
 
 	// Per operation, meaningful for writes: the earliest completion of a committed read
 	// (final reads included) holding the write's record, that read, and the record's offset;
@@ -153,7 +159,7 @@ type foreignRecord struct {
 	offset int64
 }
 
-func (x *index) op(i int32) *history.Op { return &x.h.Ops[i] }
+func (x *index) op(i int32) history.Op { return x.h.Op(int(i)) }
 
 func (x *index) finalRecords(l *logInfo) []history.Record {
 	if l.final < 0 {
@@ -166,7 +172,7 @@ func (x *index) finalRecords(l *logInfo) []history.Record {
 // operations out and filing writes and reads by log, then one over the records of every log's
 // final read (analyzeLog).
 func newIndex(h *history.History, cfg *config) *index {
-	n := len(h.Ops)
+	n := h.Len()
 	x := &index{
 		h: h, cfg: cfg,
 		logs:    map[history.LogID]*logInfo{},
@@ -231,12 +237,14 @@ func (x *index) resolveLog(l *logInfo) {
 	l.reads = slices.DeleteFunc(l.reads, func(r int32) bool { return r == l.final })
 	final := x.finalRecords(l)
 	l.finalWriter = make([]int32, len(final))
+	var write history.Op
 	for p := range final {
 		l.finalWriter[p] = -1
 		if rec := &final[p]; rec.Kind != history.RecordRegistration {
 			if w, ok := x.writes[rec.WriteID]; ok {
 				l.finalWriter[p] = w
-				if x.op(w).Args.Token != rec.Token {
+				x.h.Load(int(w), &write)
+				if write.Args.Token != rec.Token {
 					l.restamped = append(l.restamped, p)
 				}
 			}
@@ -248,24 +256,42 @@ func (x *index) resolveLog(l *logInfo) {
 	}
 }
 
+// count adds op to x.tally.
+func (x *index) count(op *history.Op) {
+	switch {
+	case op.Kind == history.KindFinalRead:
+		if op.Type != history.TypeOK {
+			x.tally.failedFinalReads++
+		}
+	case op.Type == history.TypeOK:
+		x.tally.ok++
+	case op.Kind.IsWrite() && op.Type == history.TypeFail && op.Error == history.ErrorFenced:
+		x.tally.fenced++
+	}
+}
+
 // numberRoles numbers the roles in name order and sets x.roles, x.roleOf and x.roleData, with
 // every role's ops slice carved out of one array at the size it will have: the role
 // operations then sit together, in one allocation, and fileOps appends without growing. It
 // returns the number of write operations.
 func (x *index) numberRoles() (writes int) {
 	h := x.h
-	x.roleOf = make([]int32, len(h.Ops))
+	x.roleOf = make([]int32, h.Len())
+	x.outcome = make([]history.EventType, h.Len())
 	number := map[string]int32{} // in the order roles first appear
 	var counts []int             // role operations, by first-appearance number
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	var op history.Op
+	for i := range h.Len() {
+		h.Load(i, &op)
 		x.roleOf[i] = -1
+		x.outcome[i] = op.Type
+		x.count(&op)
 		if op.Kind.IsWrite() {
 			writes++
 		}
 		if op.Role == "" {
 			if toOpKind(op.Kind) != 0 {
-				x.malform(op, "a %s names no role", op.Kind)
+				x.malform(&op, "a %s names no role", op.Kind)
 			}
 			continue
 		}
@@ -319,13 +345,14 @@ func (x *index) numberRoles() (writes int) {
 // seen by a committed read.
 func (x *index) copyRoleOps() {
 	h := x.h
-	for i := range h.Ops {
+	var op history.Op
+	for i := range h.Len() {
 		x.seenAt[i], x.seenBy[i] = history.Never, -1
 		if r := x.roleOf[i]; r >= 0 {
-			op := &h.Ops[i]
+			h.Load(i, &op)
 			if k := toOpKind(op.Kind); k != 0 {
 				rd := x.roleData[r]
-				rd.ops = append(rd.ops, newRoleOp(op, int32(i), k, rd))
+				rd.ops = append(rd.ops, newRoleOp(&op, int32(i), k, rd))
 			}
 		}
 	}
@@ -337,15 +364,16 @@ func (x *index) copyRoleOps() {
 func (x *index) fileOps() {
 	h := x.h
 	x.roleLogs = make([]*logInfo, len(x.roles))
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	var op history.Op
+	for i := range h.Len() {
+		h.Load(i, &op)
 		x.opLog[i] = -1
-		x.checkOpTimes(op)
+		x.checkOpTimes(&op)
 		switch r := x.roleOf[i]; {
 		case op.Kind.IsWrite():
-			x.fileWrite(op, int32(i), r)
+			x.fileWrite(&op, int32(i), r)
 		case op.Kind.IsRead():
-			x.fileRead(op, int32(i), r)
+			x.fileRead(&op, int32(i), r)
 		}
 	}
 }
@@ -391,7 +419,7 @@ func newRoleOp(op *history.Op, i int32, k opKind, rd *roleData) roleOp {
 // a reused write id is malformed, and the second write is not filed.
 func (x *index) fileWrite(op *history.Op, i, r int32) {
 	if prev, dup := x.writes[op.Args.WriteID]; dup {
-		x.malform(op, "reuses write id %q of op %d", op.Args.WriteID, x.h.Ops[prev].ID)
+		x.malform(op, "reuses write id %q of op %d", op.Args.WriteID, x.op(prev).ID)
 		return
 	}
 	if !op.Args.Token.Valid() {
@@ -521,13 +549,13 @@ func (x *index) analyzeLog(l *logInfo) {
 			prefixes = append(prefixes, r)
 			continue
 		}
-		recs := x.op(r).Result.Records
-		for _, rec := range recs {
+		read := x.op(r)
+		for _, rec := range read.Result.Records {
 			if rec.Kind == history.RecordRegistration {
 				continue
 			}
 			if w, ok := x.writes[rec.WriteID]; ok {
-				x.see(w, r, rec.Offset)
+				x.see(w, r, read.Return, rec.Offset)
 			}
 		}
 	}
@@ -537,19 +565,21 @@ func (x *index) analyzeLog(l *logInfo) {
 	}
 	seen := 0
 	for _, r := range prefixes {
-		n := len(x.op(r).Result.Records)
+		read := x.op(r)
+		n := len(read.Result.Records)
 		for p := seen; p < n; p++ {
 			if w := l.finalWriter[p]; w >= 0 {
-				x.see(w, r, final[p].Offset)
+				x.see(w, r, read.Return, final[p].Offset)
 			}
 		}
 		seen = max(seen, n)
 	}
 }
 
-// see notes that committed read r returned write w's record at offset off.
-func (x *index) see(w, r int32, off int64) {
-	if t := x.op(r).Return; t < x.seenAt[w] {
+// see notes that committed read r, which returned at t, returned write w's record at offset
+// off.
+func (x *index) see(w, r int32, t, off int64) {
+	if t < x.seenAt[w] {
 		x.seenAt[w], x.seenBy[w], x.seenOff[w] = t, r, off
 	}
 }

@@ -86,7 +86,7 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 	}
 	clientID := func(hist *history.Op, bump bool) int {
 		if !clients {
-			// Porcupine needs client ids only to draw. Not reading hist.Client saves a
+			// Porcupine needs client ids only to draw. Not reading the operation saves a
 			// cache miss an operation: the history is far larger than the caches.
 			return 0
 		}
@@ -138,7 +138,11 @@ func (x *index) modelOps(role string, buf *searchBuf, clients bool) []porcupine.
 		if kind == 0 {
 			continue
 		}
-		hist := &x.h.Ops[ro.op]
+		var hist *history.Op // only a role being explained is described
+		if clients {
+			op := x.op(ro.op)
+			hist = &op
+		}
 		tok, _ = rd.rot.key(tok) // every token of the role is in its rotation
 		switch {
 		case !bumps || ro.kind != opAcquire:

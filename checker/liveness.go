@@ -55,8 +55,9 @@ func (x *index) liveness() Liveness {
 	// Every role with an operation other than a final read counts; one that never had an ok
 	// lease write held nothing.
 	workload := make([]bool, len(x.roles))
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	var op history.Op
+	for i := range h.Len() {
+		h.Load(i, &op)
 		r := x.roleOf[i]
 		if r < 0 {
 			continue

@@ -19,16 +19,17 @@ func TestLivenessHeldFractionAndGaps(t *testing.T) {
 		op.Args.Token = tk
 		return op
 	}
-	h := &history.History{Ops: []history.Op{
+	h := &history.History{}
+	h.Append(
 		write("r1", 0, tok(1), history.TypeOK),
 		write("r1", 1*s, tok(1), history.TypeOK),
 		write("r1", 2*s, tok(1), history.TypeOK),
 		write("r1", 2*s+s/2, tok(2), history.TypeOK), // another holding: no gap, covers to 4.5 s
 		write("r2", 3*s, tok(1), history.TypeFail),
-		{Role: "r2", Kind: history.KindDescribe, Invoke: 7 * s, Return: 7*s + s/2, Type: history.TypeOK},
-		{Role: "r1", Kind: history.KindFinalRead, Invoke: 8 * s, Return: 9 * s, Type: history.TypeOK},
-		{Role: "r2", Kind: history.KindRead, Invoke: 10 * s, Return: 11 * s, Type: history.TypeOK}, // a settled read
-	}}
+		history.Op{Role: "r2", Kind: history.KindDescribe, Invoke: 7 * s, Return: 7*s + s/2, Type: history.TypeOK},
+		history.Op{Role: "r1", Kind: history.KindFinalRead, Invoke: 8 * s, Return: 9 * s, Type: history.TypeOK},
+		history.Op{Role: "r2", Kind: history.KindRead, Invoke: 10 * s, Return: 11 * s, Type: history.TypeOK}, // a settled read
+	)
 	l := measureLiveness(h, 2*s)
 	if !l.Measured {
 		t.Fatal("not measured")

@@ -177,9 +177,12 @@ func (c *run) checkNoLostWrite() {
 		}
 		final := x.op(l.final)
 		for _, w := range l.writes {
-			op := x.op(w)
-			n := x.inFinal[w]
+			typ, n := x.outcome[w], x.inFinal[w]
 			checked++
+			if typ == history.TypeFail || n == 1 || typ != history.TypeOK && x.seenBy[w] < 0 {
+				continue // no anomaly: read the operation only for one
+			}
+			op := x.op(w)
 			anomaly := func(format string, args ...any) {
 				r.Anomalies = append(r.Anomalies, Anomaly{
 					Guarantee: NoLostWrite, Role: op.Role, Log: id.String(), Ops: x.opIDs(w, l.final),
@@ -235,13 +238,12 @@ func (c *run) checkNoZombieCommit() {
 	failed := 0
 	for _, id := range x.logIDs {
 		for _, w := range x.logs[id].writes {
-			op := x.op(w)
-			if op.Type != history.TypeFail {
+			if x.outcome[w] != history.TypeFail {
 				continue
 			}
 			failed++
 			if by := x.seenBy[w]; by >= 0 {
-				reader := x.op(by)
+				op, reader := x.op(w), x.op(by)
 				r.Anomalies = append(r.Anomalies, Anomaly{
 					Guarantee: NoZombieCommit, Role: op.Role, Log: reader.Args.Log.String(),
 					Ops: x.opIDs(w, by), Offsets: []int64{x.seenOff[w]},

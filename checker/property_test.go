@@ -129,7 +129,7 @@ func rotationConfigs() map[string]checkertest.Config {
 func rotations(h *history.History) (changed, smaller int) {
 	first := map[string]int64{}
 	last := map[string]int64{}
-	for _, op := range h.Ops {
+	for _, op := range h.All() {
 		if op.Kind == history.KindAcquire && op.Result.Token != nil {
 			if _, ok := first[op.Role]; !ok {
 				first[op.Role] = op.Result.Token.ProducerID

@@ -41,16 +41,18 @@ func mutatedIndexes(t *testing.T, seeds, stream uint64, f func(seed uint64, x *i
 		case mutateOutOfOrder:
 			checkertest.Plant(h, checkertest.OutOfOrder, rng)
 		case mutateOldDescribe:
-			for i := range h.Ops {
-				if op := &h.Ops[i]; op.Kind == history.KindDescribe && op.Result.Held && op.Result.Token.Epoch > 3 && rng.IntN(4) == 0 {
+			for i := range h.Len() {
+				if op := h.Op(i); op.Kind == history.KindDescribe && op.Result.Held && op.Result.Token.Epoch > 3 && rng.IntN(4) == 0 {
 					op.Result.Token = &history.Token{ProducerID: op.Result.Token.ProducerID, Epoch: 1}
+					h.SetOp(i, op)
 				}
 			}
 		case mutateMovedWrites:
-			for i := range h.Ops {
-				if op := &h.Ops[i]; op.Kind.IsWrite() && op.Type == history.TypeOK && rng.IntN(8) == 0 {
+			for i := range h.Len() {
+				if op := h.Op(i); op.Kind.IsWrite() && op.Type == history.TypeOK && rng.IntN(8) == 0 {
 					d := max(rng.Int64N(2*cfg.Lease)-cfg.Lease, -op.Invoke)
 					op.Invoke, op.Return = op.Invoke+d, op.Return+d
+					h.SetOp(i, op)
 				}
 			}
 		}

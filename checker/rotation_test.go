@@ -158,8 +158,8 @@ func withoutExhaustion(h *history.History) *history.History {
 		}
 		return t
 	}
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for i := range h.Len() {
+		op := h.Op(i)
 		op.Args.Token = lower(op.Args.Token)
 		if op.Result.Token != nil {
 			t := lower(*op.Result.Token)
@@ -173,6 +173,7 @@ func withoutExhaustion(h *history.History) *history.History {
 			}
 			op.Result.Records = recs
 		}
+		h.SetOp(i, op)
 	}
 	return h
 }

@@ -47,7 +47,7 @@ func TestChartsAtTheEdges(t *testing.T) {
 	h := &history.History{End: history.MaxTime}
 	for i := range int64(4) {
 		at := history.MaxTime / 4 * (i + 1)
-		h.Ops = append(h.Ops, history.Op{ID: i, Role: "r", Member: "m", Kind: history.KindWriteLease,
+		h.Append(history.Op{ID: i, Role: "r", Member: "m", Kind: history.KindWriteLease,
 			Invoke: at - 1000, Return: at, Type: history.TypeOK, Args: history.Args{Token: history.Token{ProducerID: 1}}})
 	}
 	for _, c := range charts(h) {
@@ -78,13 +78,14 @@ func TestAnomaliesShowTheirOperationsAndRecords(t *testing.T) {
 		return history.Op{ID: id, Role: "r", Kind: history.KindFinalRead, Type: history.TypeOK, Args: history.Args{Log: history.RoleLog("r")},
 			Result: history.Result{Records: recs}}
 	}
-	h := &history.History{End: 100, Ops: []history.Op{
-		{ID: 3, Role: "r", Member: "m1", Kind: history.KindWriteLease, Type: history.TypeOK, Args: history.Args{WriteID: "w3", Log: history.RoleLog("r")}},
+	h := &history.History{End: 100}
+	h.Append(
+		history.Op{ID: 3, Role: "r", Member: "m1", Kind: history.KindWriteLease, Type: history.TypeOK, Args: history.Args{WriteID: "w3", Log: history.RoleLog("r")}},
 		final(8, rec(0, "w3"), rec(1, "w4")),
-		{ID: 9, Role: "r", Kind: history.KindFinalRead, Type: history.TypeFail, Args: history.Args{Log: history.RoleLog("r")},
+		history.Op{ID: 9, Role: "r", Kind: history.KindFinalRead, Type: history.TypeFail, Args: history.Args{Log: history.RoleLog("r")},
 			Result: history.Result{Records: []history.Record{rec(2, "failed read")}}},
 		final(10, rec(1, "w5")),
-	}}
+	)
 	res := &checker.Results{Checks: []checker.Result{{Name: checker.NoLostWrite, Anomalies: []checker.Anomaly{
 		{Guarantee: checker.NoLostWrite, Role: "r", Log: "lease:r", Ops: []int64{3, 77}, Offsets: []int64{0, 1, 2}},
 	}}}}

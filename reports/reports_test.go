@@ -167,8 +167,8 @@ func TestReportEscapesHostileNames(t *testing.T) {
 	h := checkertest.Generate(checkertest.DefaultConfig(), rand.New(rand.NewPCG(5, 6)))
 	hostile := map[string]string{}
 	names := []string{"<script>alert(1)</script>", `"quoted' & <b>`, "bad\xff\xfeutf8"}
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for i := range h.Len() {
+		op := h.Op(i)
 		if op.Role == "" {
 			continue
 		}
@@ -177,6 +177,7 @@ func TestReportEscapesHostileNames(t *testing.T) {
 		}
 		op.Role = hostile[op.Role]
 		op.Member = "<img src=x onerror=alert(2)>" + op.Member
+		h.SetOp(i, op)
 	}
 	dir, _ := writeRun(t, t.TempDir(), h)
 	page := read(t, dir.Report())
@@ -326,9 +327,10 @@ func TestReportShowsWhatFailuresSaid(t *testing.T) {
 	h := checkertest.Generate(checkertest.DefaultConfig(), rand.New(rand.NewPCG(3, 4)))
 	const msg = "acquire \"r1\": adapter: socket.timeout.ms must be <= transaction.timeout.ms + 100"
 	n := 0
-	for i := range h.Ops {
-		if op := &h.Ops[i]; op.Type != history.TypeOK && !op.Pending && n < 3 {
+	for i := range h.Len() {
+		if op := h.Op(i); op.Type != history.TypeOK && !op.Pending && n < 3 {
 			op.Message, n = msg, n+1
+			h.SetOp(i, op)
 		}
 	}
 	if n == 0 {

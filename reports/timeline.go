@@ -91,13 +91,12 @@ func timelines(h *history.History, res *checker.Results, anomalous map[string]bo
 	for _, r := range res.Exposure.Roles {
 		overlaps[r.Role] = r.Overlaps
 	}
-	byRole := map[string][]*history.Op{}
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	byRole := map[string][]int32{} // the operations' indexes: only the drawn roles' are read again
+	for i, op := range h.All() {
 		if op.Role == "" || op.Member == "" {
 			continue
 		}
-		byRole[op.Role] = append(byRole[op.Role], op)
+		byRole[op.Role] = append(byRole[op.Role], int32(i))
 	}
 	roles := make([]string, 0, len(byRole))
 	for r := range byRole {
@@ -118,7 +117,12 @@ func timelines(h *history.History, res *checker.Results, anomalous map[string]bo
 	var out []timeline
 	sampled := false
 	for i, role := range roles {
-		tl := roleTimeline(role, byRole[role], h.End, x)
+		ops := make([]*history.Op, len(byRole[role]))
+		for j, k := range byRole[role] {
+			op := h.Op(int(k))
+			ops[j] = &op
+		}
+		tl := roleTimeline(role, ops, h.End, x)
 		tl.ID = "role-" + strconv.Itoa(i)
 		tl.Anomalous = anomalous[role]
 		tl.Bands = bands
@@ -246,7 +250,7 @@ func outcomeWord(op *history.Op) string {
 
 // charts draws throughput (ok completions per second by kind) and write latency over time.
 func charts(h *history.History) []chart {
-	if h.End <= 0 || len(h.Ops) == 0 {
+	if h.End <= 0 || h.Len() == 0 {
 		return nil
 	}
 	x := scale(h.End)
@@ -263,8 +267,7 @@ func charts(h *history.History) []chart {
 		counts[k] = make([]float64, bins)
 	}
 	lat := make([][]int64, bins)
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for _, op := range h.All() {
 		if op.Pending || op.Type != history.TypeOK {
 			continue
 		}

@@ -247,8 +247,7 @@ const maxFailureRows = 12
 func failures(h *history.History) []failureRow {
 	type key struct{ kind, outcome, class, msg string }
 	rows := map[key]*failureRow{}
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for _, op := range h.All() {
 		if op.Type == history.TypeOK || op.Pending {
 			continue
 		}
@@ -296,14 +295,14 @@ func anomalyOps(res *checker.Results, h *history.History) (ops map[int64]*histor
 			}
 		}
 	}
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for _, op := range h.All() {
 		if _, ok := ops[op.ID]; ok {
-			ops[op.ID] = op
+			v := op
+			ops[op.ID] = &v
 		}
 		if op.Kind == history.KindFinalRead && op.Type == history.TypeOK {
-			log := op.Args.Log.String()
-			finals[log] = append(finals[log], op)
+			v := op
+			finals[op.Args.Log.String()] = append(finals[op.Args.Log.String()], &v)
 		}
 	}
 	return ops, finals

@@ -132,7 +132,7 @@ func TestExecTransportEmbedded(t *testing.T) {
 				m.TransactionVersion, m.ClusterTransactionVersion, m.NoDescribe, m.Client)
 		}
 		fenced := 0
-		for _, op := range h.Ops {
+		for _, op := range h.All() {
 			if op.Kind == history.KindDescribe {
 				t.Fatalf("op %d is a describe, from a process that cannot describe", op.ID)
 			}

@@ -130,7 +130,7 @@ func TestCommitAfterTimeoutAbortEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var unsuccessful []history.Op
-	for _, op := range h.Ops {
+	for _, op := range h.All() {
 		if op.Kind == history.KindWriteLease && op.Type != history.TypeOK {
 			unsuccessful = append(unsuccessful, op)
 		}

@@ -174,7 +174,7 @@ func TestUnauthorizedMemberNeverHolds(t *testing.T) {
 	denied := map[string]bool{} // role/member of p2's members
 	okAcquires := map[string]int{}
 	var deniedAcquires int
-	for _, op := range h.Ops {
+	for _, op := range h.All() {
 		if op.Kind != history.KindAcquire {
 			continue
 		}
@@ -198,7 +198,7 @@ func TestUnauthorizedMemberNeverHolds(t *testing.T) {
 			t.Errorf("role %s: %d acquires by authorized members; want handoffs among them", role, okAcquires[role])
 		}
 	}
-	for _, op := range h.Ops {
+	for _, op := range h.All() {
 		if op.Kind == history.KindFinalRead && op.Type == history.TypeOK {
 			for _, rec := range op.Result.Records {
 				role := op.Role

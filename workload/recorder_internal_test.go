@@ -56,10 +56,10 @@ func TestClientRetiredAfterUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Ops) != 3 {
-		t.Fatalf("%d ops, want 3", len(h.Ops))
+	if h.Len() != 3 {
+		t.Fatalf("%d ops, want 3", h.Len())
 	}
-	write, acquire, describe := h.Ops[0], h.Ops[1], h.Ops[2]
+	write, acquire, describe := h.Op(0), h.Op(1), h.Op(2)
 	if write.Type != history.TypeFail || write.Error != history.ErrorNotHeld {
 		t.Errorf("write: %s %q, want fail %q", write.Type, write.Error, history.ErrorNotHeld)
 	}

@@ -57,27 +57,27 @@ func TestAcceptance(t *testing.T) {
 	if want := int64(d.Seconds()); st.Handoffs < want || st.Fences < want/2 {
 		t.Errorf("%d handoffs and %d fences in %v, want at least %d and %d", st.Handoffs, st.Fences, d, want, want/2)
 	}
-	for _, op := range res.h.Ops {
+	for _, op := range res.h.All() {
 		if op.Pending {
 			t.Fatalf("op %d (%s) never completed", op.ID, op.Kind)
 		}
 	}
 	// Settled reads: after the final reads, every process read every log, all of it.
-	logOf := func(op *history.Op) string {
+	logOf := func(op history.Op) string {
 		if op.Args.Log.Work {
 			return op.Args.Log.String()
 		}
 		return history.RoleLog(op.Role).String()
 	}
 	finalEnd, finalLen := map[string]int64{}, map[string]int{}
-	for i := range res.h.Ops {
-		if op := &res.h.Ops[i]; op.Kind == history.KindFinalRead && op.Type == history.TypeOK {
+	for i := range res.h.Len() {
+		if op := res.h.Op(i); op.Kind == history.KindFinalRead && op.Type == history.TypeOK {
 			finalEnd[logOf(op)], finalLen[logOf(op)] = op.Return, len(op.Result.Records)
 		}
 	}
 	settled := map[string]bool{}
-	for i := range res.h.Ops {
-		op := &res.h.Ops[i]
+	for i := range res.h.Len() {
+		op := res.h.Op(i)
 		end, ok := finalEnd[logOf(op)]
 		if op.Kind != history.KindRead || !ok || op.Invoke < end {
 			continue
@@ -258,11 +258,11 @@ func waitSettled(ctx context.Context, wl *workload.Workload, lease time.Duration
 
 // successor returns an ok acquire of f's role by another member that returned during f.
 func successor(h *history.History, f history.Fault) *history.Op {
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for i := range h.Len() {
+		op := h.Op(i)
 		if op.Kind == history.KindAcquire && op.Type == history.TypeOK && op.Role == f.Role &&
 			op.Process != f.Process && op.Return > f.Start && op.Return < f.End {
-			return op
+			return &op
 		}
 	}
 	return nil
@@ -270,10 +270,10 @@ func successor(h *history.History, f history.Fault) *history.Op {
 
 // zombieWrite returns the frozen member's first write that completed after it resumed.
 func zombieWrite(h *history.History, f history.Fault) *history.Op {
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for i := range h.Len() {
+		op := h.Op(i)
 		if op.Kind.IsWrite() && op.Process == f.Process && op.Role == f.Role && op.Return >= f.End {
-			return op
+			return &op
 		}
 	}
 	return nil
@@ -300,7 +300,7 @@ func TestNoLivelock(t *testing.T) {
 	min := cfg.Load.BackoffMin.D()
 	lost := map[string]int64{} // member → completion of its last failed write or acquire
 	backoffs := map[time.Duration]bool{}
-	for _, op := range res.h.Ops { // in invoke order
+	for _, op := range res.h.All() { // in invoke order
 		who := op.Process + "/" + op.Role + "/" + op.Member
 		if op.Kind == history.KindAcquire {
 			if at, ok := lost[who]; ok {

@@ -81,8 +81,7 @@ func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 		client int
 	}
 	acquires := map[string][]acq{}
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for _, op := range h.All() {
 		if op.Kind == history.KindAcquire && op.Type == history.TypeOK {
 			acquires[op.Role] = append(acquires[op.Role], acq{*op.Result.Token, op.Invoke, op.Return, op.Member, op.Process, op.Client})
 		}
@@ -96,8 +95,7 @@ func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 		return false
 	}
 	var stale []int
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for i, op := range h.All() {
 		if !op.Kind.IsWrite() || op.Type != history.TypeFail || op.Error != history.ErrorFenced {
 			continue
 		}
@@ -109,8 +107,10 @@ func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 		}
 	}
 	if len(stale) > 0 {
-		op := &h.Ops[stale[rng.IntN(len(stale))]]
+		i := stale[rng.IntN(len(stale))]
+		op := h.Op(i)
 		op.Type, op.Error = history.TypeOK, ""
+		h.SetOp(i, op)
 		return true
 	}
 	// The first acquire to return and the last to be invoked, when they do not overlap.
@@ -139,10 +139,10 @@ func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 	role := roles[rng.IntN(len(roles))]
 	old, newer, _ := span(acquires[role])
 	var maxID int64
-	for i := range h.Ops {
-		maxID = max(maxID, h.Ops[i].ID)
+	for _, op := range h.All() {
+		maxID = max(maxID, op.ID)
 	}
-	h.Ops = append(h.Ops, history.Op{
+	h.Append(history.Op{
 		ID: maxID + 1, Client: old.client, Process: old.proc, Member: old.member, Role: role,
 		Kind: history.KindWriteLease, Invoke: newer.ret + 1, Return: newer.ret + 2, Type: history.TypeOK,
 		Args: history.Args{Token: old.tok, WriteID: "planted-stale", Log: history.RoleLog(role)},
@@ -152,12 +152,11 @@ func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 
 // finalRead returns the index of the last ok final read of log.
 func finalRead(h *history.History, log history.LogID) int {
-	best := -1
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	best, ret := -1, int64(0)
+	for i, op := range h.All() {
 		if op.Kind == history.KindFinalRead && op.Type == history.TypeOK && op.Args.Log == log &&
-			(best < 0 || op.Return >= h.Ops[best].Return) {
-			best = i
+			(best < 0 || op.Return >= ret) {
+			best, ret = i, op.Return
 		}
 	}
 	return best
@@ -166,8 +165,7 @@ func finalRead(h *history.History, log history.LogID) int {
 func plantOutOfOrder(h *history.History, rng *rand.Rand) bool {
 	type place struct{ op, p int }
 	var places []place
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for i, op := range h.All() {
 		if op.Kind != history.KindFinalRead || op.Args.Log.Work || finalRead(h, op.Args.Log) != i {
 			continue
 		}
@@ -187,7 +185,8 @@ func plantOutOfOrder(h *history.History, rng *rand.Rand) bool {
 		return false
 	}
 	pl := places[rng.IntN(len(places))]
-	recs := slices.Clone(h.Ops[pl.op].Result.Records)
+	op := h.Op(pl.op)
+	recs := slices.Clone(op.Result.Records)
 	// Move the newer record p before the last older lease record, keeping offsets in place.
 	q := pl.p - 1
 	for recs[q].Kind != history.RecordLease {
@@ -196,21 +195,21 @@ func plantOutOfOrder(h *history.History, rng *rand.Rand) bool {
 	a, b := recs[q], recs[pl.p]
 	a.Offset, b.Offset = b.Offset, a.Offset
 	recs[q], recs[pl.p] = b, a
-	h.Ops[pl.op].Result.Records = recs
+	op.Result.Records = recs
+	h.SetOp(pl.op, op)
 	return true
 }
 
 func plantLostWrite(h *history.History, rng *rand.Rand) bool {
 	ok := map[string]bool{}
-	for i := range h.Ops {
-		if op := &h.Ops[i]; op.Kind.IsWrite() && op.Type == history.TypeOK {
+	for _, op := range h.All() {
+		if op.Kind.IsWrite() && op.Type == history.TypeOK {
 			ok[op.Args.WriteID] = true
 		}
 	}
 	type place struct{ op, p int }
 	var places []place
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	for i, op := range h.All() {
 		if op.Kind != history.KindFinalRead || op.Type != history.TypeOK || finalRead(h, op.Args.Log) != i {
 			continue
 		}
@@ -224,7 +223,8 @@ func plantLostWrite(h *history.History, rng *rand.Rand) bool {
 		return false
 	}
 	pl := places[rng.IntN(len(places))]
-	recs := h.Ops[pl.op].Result.Records
-	h.Ops[pl.op].Result.Records = append(slices.Clone(recs[:pl.p]), recs[pl.p+1:]...)
+	op := h.Op(pl.op)
+	op.Result.Records = append(slices.Clone(op.Result.Records[:pl.p]), op.Result.Records[pl.p+1:]...)
+	h.SetOp(pl.op, op)
 	return true
 }

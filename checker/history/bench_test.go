@@ -102,3 +102,35 @@ func BenchmarkWriterAppend(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkOps reads every operation of a 100,000-operation history: as an Op, and into one
+// reused with Load (what the checker's passes do). The figure is per operation.
+func BenchmarkOps(b *testing.B) {
+	h, err := history.Read(bytes.NewReader(benchFile(b, 100_000)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	perOp := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(h.Len()), "ns/operation")
+	}
+	b.Run("Op", func(b *testing.B) {
+		var n int64
+		for b.Loop() {
+			for _, op := range h.All() {
+				n += op.Invoke
+			}
+		}
+		perOp(b)
+	})
+	b.Run("Load", func(b *testing.B) {
+		var op history.Op
+		var n int64
+		for b.Loop() {
+			for i := range h.Len() {
+				h.Load(i, &op)
+				n += op.Invoke
+			}
+		}
+		perOp(b)
+	})
+}

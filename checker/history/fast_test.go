@@ -17,12 +17,14 @@ func TestFastPathAgreesWithTheLexer(t *testing.T) {
 	var lines []string
 	for seed := range uint64(4) {
 		h := generated(t, seed)
-		for i := range h.Ops {
-			if op := &h.Ops[i]; op.Type != history.TypeOK && !op.Pending && i%3 == 0 {
+		for i := range h.Len() {
+			op := h.Op(i)
+			if op.Type != history.TypeOK && !op.Pending && i%3 == 0 {
 				op.Message = fmt.Sprintf("write %q: fenced (op %d, é)", op.Role, op.ID) // escapes
 			} else if op.Type == history.TypeFail {
 				op.Message = "fenced: PRODUCER_FENCED"
 			}
+			h.SetOp(i, op)
 		}
 		lines = append(lines, strings.Split(strings.TrimSpace(string(encode(t, h))), "\n")...)
 	}

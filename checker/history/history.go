@@ -36,8 +36,6 @@ func CheckTime(t int64) error {
 type History struct {
 	Format int
 	Meta   Meta
-	// Ops are the operations in the order of their invoke lines.
-	Ops []Op
 	// Faults are the fault windows (member pauses included) in the order they started.
 	Faults []Fault
 	// End is the latest time any event carries.
@@ -46,6 +44,16 @@ type History struct {
 	// TruncatedLine is its line number.
 	Truncated     bool
 	TruncatedLine int
+
+	// The operations in the order of their invoke lines (see Len and Op), and the tables
+	// their recs index: their strings (names lists the interned ones), the records of
+	// reads, the texts of failures, and the operations kept whole.
+	ops   []rec
+	strs  []string
+	names map[string]uint32
+	reads [][]Record
+	fails []failText
+	odd   map[int32]Op
 }
 
 // Op is one operation: its invoke and its completion.
@@ -91,7 +99,7 @@ type Fault struct {
 // in memory. The first event must be the header. A Builder is not safe for concurrent use.
 type Builder struct {
 	h History
-	// Operation ids → index in h.Ops: dense holds ids in [0, len(dense)) (the common case of
+	// Operation ids → index in h.ops: dense holds ids in [0, len(dense)) (the common case of
 	// ids counting up from 0 or 1: no hashing, and recent ids stay in cache), sparse the rest.
 	dense     []int32
 	sparse    map[int64]int32
@@ -100,7 +108,31 @@ type Builder struct {
 	// logs holds, per log, the longest run of records its reads agreed on so far; reads that
 	// are prefixes of it share its array (see share). shared lists those reads.
 	logs   map[LogID][]Record
-	shared []int32
+	shared []sharedRead
+	// names caches h.name's answers by the string's hash: an operation names a process, a
+	// member and a role, and these are few.
+	names *[1 << 10]struct {
+		s string
+		i uint32
+	}
+}
+
+// name returns the index of s in the history's strings (see History.name).
+func (b *Builder) name(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	c := &b.names[fnvString(s)&(uint32(len(b.names))-1)]
+	if c.s != s || c.i == 0 {
+		c.s, c.i = s, b.h.name(s)
+	}
+	return c.i
+}
+
+// sharedRead is a read whose records share their log's array: its index in History.reads.
+type sharedRead struct {
+	read int
+	log  LogID
 }
 
 // NewBuilder returns an empty builder. sizeHint, when positive, is the expected number of
@@ -110,13 +142,20 @@ func NewBuilder(sizeHint int) *Builder {
 		sizeHint = 0
 	}
 	return &Builder{
-		h: History{Ops: make([]Op, 0, sizeHint)},
+		// strs gets a slot a write (and one a name): room for one an operation, so that
+		// the table is allocated once (growing it by append's quarter allocated five times
+		// its size).
+		h: History{ops: make([]rec, 0, sizeHint), strs: append(make([]string, 0, sizeHint+64), "")},
 		// Room for ids up to the hint and some: ids count up from 0 or 1 in the histories
 		// fencecheck writes, so the table is allocated once.
 		dense:  make([]int32, 0, sizeHint+1024),
 		sparse: map[int64]int32{},
 		faults: map[int64]int32{},
 		logs:   map[LogID][]Record{},
+		names: new([1 << 10]struct {
+			s string
+			i uint32
+		}),
 	}
 }
 
@@ -135,7 +174,7 @@ func (b *Builder) lookup(id int64) (int32, bool) {
 // remember records that operation id is at index i. Ids up to twice the number of
 // operations so far go to the dense table.
 func (b *Builder) remember(id int64, i int32) {
-	if id >= 0 && id < 2*int64(len(b.h.Ops))+1024 {
+	if id >= 0 && id < 2*int64(len(b.h.ops))+1024 {
 		if id >= int64(len(b.dense)) {
 			n := int(max(id+1, 2*int64(len(b.dense))))
 			if int(id) < cap(b.dense) {
@@ -218,45 +257,46 @@ func (b *Builder) Add(e *Event) error {
 }
 
 func (b *Builder) invoke(e *Event) error {
-	if !e.Kind.valid() {
+	kind, ok := kindCode(e.Kind)
+	if !ok || kind == 0 {
 		return fmt.Errorf("op %d: unknown kind %q: %w", e.ID, e.Kind, ErrMalformed)
 	}
 	if _, dup := b.lookup(e.ID); dup {
 		return fmt.Errorf("op %d invoked twice: %w", e.ID, ErrMalformed)
 	}
-	if len(b.h.Ops) >= math.MaxInt32 {
+	if len(b.h.ops) >= math.MaxInt32 {
 		return fmt.Errorf("more than %d operations: %w", math.MaxInt32, ErrMalformed)
 	}
-	args := e.Args
+	if e.Client < math.MinInt32 || e.Client > math.MaxInt32 {
+		return fmt.Errorf("op %d: client %d out of range: %w", e.ID, e.Client, ErrMalformed)
+	}
+	r := rec{
+		id: e.ID, invoke: e.Time, ret: Never, process: b.name(e.Process), member: b.name(e.Member), role: b.name(e.Role),
+		tok: NoToken, client: int32(e.Client), kind: kind, typ: TypeInfo, flags: flagPending,
+	}
 	switch e.Kind {
 	case KindWriteLease:
-		args.Log = RoleLog(e.Role)
+		r.flags |= flagRoleLog
 	case KindWork:
-		if !args.Log.Work {
+		if !e.Args.Log.Work {
 			return fmt.Errorf("op %d: work without a work partition: %w", e.ID, ErrMalformed)
 		}
-		args.Log.Role = ""
+		r.flags, r.partition = r.flags|flagWorkLog, e.Args.Log.Partition
 	case KindRead, KindFinalRead:
-		if args.Log.Work {
-			args.Log.Role = ""
+		if e.Args.Log.Work {
+			r.flags, r.partition = r.flags|flagWorkLog, e.Args.Log.Partition
 		} else {
-			args.Log = RoleLog(e.Role)
+			r.flags |= flagRoleLog
 		}
-	default:
-		args.Log = LogID{}
 	}
 	if e.Kind.IsWrite() {
-		if args.WriteID == "" {
+		if e.Args.WriteID == "" {
 			return fmt.Errorf("op %d: %s without a write id: %w", e.ID, e.Kind, ErrMalformed)
 		}
-	} else {
-		args.Token, args.WriteID = NoToken, ""
+		r.tok, r.writeID = e.Args.Token, b.h.slot(e.Args.WriteID)
 	}
-	b.remember(e.ID, int32(len(b.h.Ops)))
-	b.h.Ops = append(b.h.Ops, Op{
-		ID: e.ID, Client: e.Client, Process: e.Process, Member: e.Member, Role: e.Role,
-		Kind: e.Kind, Args: args, Invoke: e.Time, Return: Never, Type: TypeInfo, Pending: true,
-	})
+	b.remember(e.ID, int32(len(b.h.ops)))
+	b.h.ops = append(b.h.ops, r)
 	return nil
 }
 
@@ -265,22 +305,50 @@ func (b *Builder) complete(e *Event) error {
 	if !ok {
 		return fmt.Errorf("%s of op %d that was never invoked: %w", e.Type, e.ID, ErrMalformed)
 	}
-	op := &b.h.Ops[i]
-	if !op.Pending {
+	r := &b.h.ops[i]
+	if r.flags&flagPending == 0 {
 		return fmt.Errorf("op %d completed twice: %w", e.ID, ErrMalformed)
 	}
+	kind := opKinds[r.kind]
 	if e.Type == TypeOK {
-		if err := checkResult(op.Kind, &e.Result); err != nil {
+		res := &e.Result
+		if err := checkResult(kind, res); err != nil {
 			return fmt.Errorf("op %d: %w", e.ID, err)
 		}
-		op.Result = e.Result
-		if op.Kind.IsRead() {
-			op.Result.Records = b.share(i, op.Args.Log, op.Result.Records)
-		} else {
-			op.Result.Records = nil // only reads return records
+		if res.Token != nil && r.tok != NoToken || res.Offset != nil && res.Records != nil && kind.IsRead() {
+			// Not what the writer writes (a result token on a write, an offset beside a read's
+			// records): keep the operation whole.
+			op := b.h.Op(int(i))
+			op.Result = *res
+			op.Result.Records = nil
+			if kind.IsRead() && res.Records != nil {
+				op.Result.Records = slices.Clone(res.Records)
+			}
+			op.Pending, op.Type, op.Return, op.Error, op.Message = false, e.Type, e.Time, e.Error, e.Message
+			b.h.SetOp(int(i), op)
+			return nil
+		}
+		if res.Held {
+			r.flags |= flagHeld
+		}
+		if res.Token != nil {
+			r.tok, r.flags = *res.Token, r.flags|flagResultToken
+		}
+		switch {
+		case res.Records != nil && kind.IsRead():
+			k := len(b.h.reads)
+			r.aux, r.flags = int64(k), r.flags|flagRecords
+			b.h.reads = append(b.h.reads, b.share(k, b.h.log(r), res.Records))
+		case res.Offset != nil:
+			r.aux, r.flags = *res.Offset, r.flags|flagOffset
 		}
 	}
-	op.Pending, op.Type, op.Return, op.Error, op.Message = false, e.Type, e.Time, e.Error, e.Message
+	r.flags &^= flagPending
+	r.typ, r.ret = e.Type, e.Time
+	if e.Error != "" || e.Message != "" {
+		b.h.fails = append(b.h.fails, failText{e.Error, e.Message})
+		r.fail = int32(len(b.h.fails))
+	}
 	return nil
 }
 
@@ -292,7 +360,7 @@ func (b *Builder) complete(e *Event) error {
 // behind become garbage.
 //
 // The reader passes records that live in its chunk buffers: what the Builder keeps, it copies.
-func (b *Builder) share(op int32, log LogID, recs []Record) []Record {
+func (b *Builder) share(read int, log LogID, recs []Record) []Record {
 	if len(recs) == 0 {
 		if recs == nil {
 			return nil
@@ -320,7 +388,7 @@ func (b *Builder) share(op int32, log LogID, recs []Record) []Record {
 		canon = append(canon, recs[len(canon):]...)
 		b.logs[log] = canon
 	}
-	b.shared = append(b.shared, op)
+	b.shared = append(b.shared, sharedRead{read, log})
 	return canon[:len(recs):len(recs)]
 }
 
@@ -351,10 +419,9 @@ func (b *Builder) History() *History {
 		h.Format = FormatVersion
 	}
 	slices.SortStableFunc(h.Faults, func(a, b Fault) int { return cmp.Compare(a.Start, b.Start) })
-	for _, i := range b.shared {
-		op := &h.Ops[i]
-		n := len(op.Result.Records)
-		op.Result.Records = b.logs[op.Args.Log][:n:n]
+	for _, s := range b.shared {
+		n := len(h.reads[s.read])
+		h.reads[s.read] = b.logs[s.log][:n:n]
 	}
 	b.shared = b.shared[:0]
 	return h

@@ -38,7 +38,7 @@ func encode(t testing.TB, h *history.History) []byte {
 
 func byID(h *history.History) map[int64]history.Op {
 	m := map[int64]history.Op{}
-	for _, op := range h.Ops {
+	for _, op := range h.All() {
 		if op.Result.Records != nil && len(op.Result.Records) == 0 {
 			op.Result.Records = nil // an empty read is written without records
 		}
@@ -51,9 +51,10 @@ func TestEncodeThenReadGivesBackTheHistory(t *testing.T) {
 	for seed := range uint64(5) {
 		h := generated(t, seed)
 		// What the transports said, and what they reported at start.
-		for i := range h.Ops {
-			if op := &h.Ops[i]; op.Type != history.TypeOK && !op.Pending {
+		for i := range h.Len() {
+			if op := h.Op(i); op.Type != history.TypeOK && !op.Pending {
 				op.Message = fmt.Sprintf("adapter: write \"r1\": fenced: PRODUCER_FENCED (op %d, é)", op.ID)
+				h.SetOp(i, op)
 			}
 		}
 		h.Meta.ProcessTransactionVersions = map[string]int{"p2": 2}
@@ -66,8 +67,8 @@ func TestEncodeThenReadGivesBackTheHistory(t *testing.T) {
 			t.Fatalf("seed %d: header %+v, truncated %t", seed, got.Meta, got.Truncated)
 		}
 		want := byID(h)
-		if len(got.Ops) != len(want) {
-			t.Fatalf("seed %d: %d ops, want %d", seed, len(got.Ops), len(want))
+		if got.Len() != len(want) {
+			t.Fatalf("seed %d: %d ops, want %d", seed, got.Len(), len(want))
 		}
 		for id, op := range byID(got) {
 			if !reflect.DeepEqual(op, want[id]) {
@@ -259,7 +260,7 @@ func TestReadSkipsUnknownFieldsAndBlankLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Ops) != 1 || *h.Ops[0].Result.Token != (history.Token{ProducerID: 3, Epoch: 1}) || h.Meta.LeaseDuration != 1000 {
+	if h.Len() != 1 || *h.Op(0).Result.Token != (history.Token{ProducerID: 3, Epoch: 1}) || h.Meta.LeaseDuration != 1000 {
 		t.Fatalf("got %+v", h)
 	}
 }
@@ -281,15 +282,15 @@ func TestReadReportsATruncatedLastLine(t *testing.T) {
 			if !h.Truncated || h.TruncatedLine != lines {
 				t.Fatalf("truncated %t at line %d, want line %d", h.Truncated, h.TruncatedLine, lines)
 			}
-			if len(h.Ops) != len(full.Ops) && len(h.Ops) != len(full.Ops)-1 {
-				t.Fatalf("%d ops, full history has %d", len(h.Ops), len(full.Ops))
+			if h.Len() != full.Len() && h.Len() != full.Len()-1 {
+				t.Fatalf("%d ops, full history has %d", h.Len(), full.Len())
 			}
 		})
 	}
 	t.Run("a complete last line without its newline is not truncated", func(t *testing.T) {
 		h, err := history.Read(bytes.NewReader(data[:len(data)-1]))
-		if err != nil || h.Truncated || len(h.Ops) != len(full.Ops) {
-			t.Fatalf("truncated %t, %d ops, err %v", h.Truncated, len(h.Ops), err)
+		if err != nil || h.Truncated || h.Len() != full.Len() {
+			t.Fatalf("truncated %t, %d ops, err %v", h.Truncated, h.Len(), err)
 		}
 	})
 	t.Run("the op whose completion was cut is pending", func(t *testing.T) {
@@ -298,7 +299,7 @@ func TestReadReportsATruncatedLastLine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		op := h.Ops[0]
+		op := h.Op(0)
 		if !h.Truncated || h.TruncatedLine != 3 || !op.Pending || op.Type != history.TypeInfo || op.Return != history.Never {
 			t.Fatalf("history %+v op %+v", h, op)
 		}
@@ -329,6 +330,7 @@ func TestReadRejectsMalformedInputWithItsLineNumber(t *testing.T) {
 		{"ok register without an offset", []string{header, inv(1, "register"), `{"type":"ok","id":1,"time":2}`}, 3, history.ErrMalformed},
 		{"work without a partition", []string{header, `{"type":"invoke","id":1,"time":1,"role":"r","kind":"work","args":{"token":{"producer_id":1,"epoch":0},"write_id":"w"}}`}, 2, history.ErrMalformed},
 		{"write without a write id", []string{header, `{"type":"invoke","id":1,"time":1,"role":"r","kind":"write-lease","args":{"token":{"producer_id":1,"epoch":0}}}`}, 2, history.ErrMalformed},
+		{"client id out of range", []string{header, `{"type":"invoke","id":1,"time":1,"client":4294967296,"role":"r","kind":"acquire"}`}, 2, history.ErrMalformed},
 		{"epoch out of range", []string{header, `{"type":"invoke","id":1,"time":1,"role":"r","kind":"write-lease","args":{"token":{"producer_id":1,"epoch":40000},"write_id":"w"}}`}, 2, history.ErrMalformed},
 		{"fault ended twice", []string{header, `{"type":"fault-start","fault":1,"time":1,"kind":"k"}`, `{"type":"fault-end","fault":1,"time":2}`, `{"type":"fault-end","fault":1,"time":3}`}, 4, history.ErrMalformed},
 		{"malformed line that is not the last", []string{header, `{"type":"ok","id":`, inv(1, "acquire")}, 2, history.ErrMalformed},
@@ -429,11 +431,11 @@ func TestReadHandlesLinesLongerThanAChunk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(h.Ops) != 3 || h.Ops[2].Kind != history.KindDescribe {
-				t.Fatalf("got %d operations", len(h.Ops))
+			if h.Len() != 3 || h.Op(2).Kind != history.KindDescribe {
+				t.Fatalf("got %d operations", h.Len())
 			}
 			for i, want := range [][]history.Record{recs, recs[:len(recs)/2]} {
-				if got := h.Ops[i].Result.Records; !reflect.DeepEqual(got, want) {
+				if got := h.Op(i).Result.Records; !reflect.DeepEqual(got, want) {
 					t.Fatalf("read %d: got %d records, want %d", i+1, len(got), len(want))
 				}
 			}
@@ -485,10 +487,10 @@ func TestWriterIsSafeForConcurrentRecorders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Ops) != goroutines*ops || h.Meta.Scenario != "concurrent" {
-		t.Fatalf("%d ops, meta %+v", len(h.Ops), h.Meta)
+	if h.Len() != goroutines*ops || h.Meta.Scenario != "concurrent" {
+		t.Fatalf("%d ops, meta %+v", h.Len(), h.Meta)
 	}
-	for _, op := range h.Ops {
+	for _, op := range h.All() {
 		if op.Pending || op.Result.Token.Epoch != int16(op.ID%ops) {
 			t.Fatalf("op %+v", op)
 		}
@@ -571,7 +573,7 @@ func TestReadsOfALogShareTheirRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1, r2, r3, r4, final := h.Ops[0].Result.Records, h.Ops[1].Result.Records, h.Ops[2].Result.Records, h.Ops[3].Result.Records, h.Ops[4].Result.Records
+	r1, r2, r3, r4, final := h.Op(0).Result.Records, h.Op(1).Result.Records, h.Op(2).Result.Records, h.Op(3).Result.Records, h.Op(4).Result.Records
 	if len(r1) != 1 || len(r2) != 2 || len(final) != 3 || &r1[0] != &final[0] || &r2[0] != &final[0] {
 		t.Fatalf("the prefixes do not share the final read's array: %v %v %v", r1, r2, final)
 	}

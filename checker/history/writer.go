@@ -216,9 +216,8 @@ func Encode(dst io.Writer, h *History) error {
 		fault bool
 		i     int32
 	}
-	evs := make([]ev, 0, 2*len(h.Ops)+2*len(h.Faults))
-	for i := range h.Ops {
-		op := &h.Ops[i]
+	evs := make([]ev, 0, 2*h.Len()+2*len(h.Faults))
+	for i, op := range h.All() {
 		evs = append(evs, ev{time: op.Invoke, i: int32(i)})
 		if !op.Pending {
 			evs = append(evs, ev{time: max(op.Return, op.Invoke), phase: 1, i: int32(i)})
@@ -260,11 +259,11 @@ func Encode(dst io.Writer, h *History) error {
 			f := &h.Faults[x.i]
 			e = Event{Type: TypeFaultEnd, Time: f.End, Fault: f.ID, TookHold: f.TookHold}
 		case x.phase == 0:
-			op := &h.Ops[x.i]
+			op := h.Op(int(x.i))
 			e = Event{Type: TypeInvoke, Time: op.Invoke, ID: op.ID, Client: op.Client, Process: op.Process,
 				Member: op.Member, Role: op.Role, Kind: op.Kind, Args: op.Args}
 		default:
-			op := &h.Ops[x.i]
+			op := h.Op(int(x.i))
 			e = Event{Type: op.Type, Time: op.Return, ID: op.ID, Result: op.Result, Error: op.Error, Message: op.Message}
 		}
 		if err := w.Append(e); err != nil {

@@ -62,7 +62,9 @@ type Op struct {
 	// Long is set on a WriteFenced that stayed open at least the lease duration: the
 	// coordinator may have aborted its transaction on timeout, which bumps the epoch.
 	Long bool
-	// Hist is the history operation this one stands for (for descriptions and anomalies).
+	// Hist is the history operation this one stands for, for descriptions and anomalies;
+	// nil when the operation is not described (the checker sets it only on the roles it
+	// explains).
 	Hist *history.Op
 }
 

@@ -128,7 +128,7 @@ func choices(t *testing.T, dir string) schedule {
 	// they read every log once the workload has stopped. Only looks invoked before the first
 	// final read are the run's own.
 	end := int64(math.MaxInt64)
-	for _, op := range h.Ops {
+	for _, op := range h.All() {
 		if op.Process == workload.FinalProcess {
 			end = min(end, op.Invoke)
 		}
@@ -136,7 +136,7 @@ func choices(t *testing.T, dir string) schedule {
 	for _, f := range h.Faults {
 		s.faults = append(s.faults, fmt.Sprintf("%s %v %s", f.Kind, f.Targets, f.Desc))
 	}
-	for _, op := range h.Ops {
+	for _, op := range h.All() {
 		if op.Kind != history.KindRead && op.Kind != history.KindDescribe || op.Invoke >= end {
 			continue
 		}

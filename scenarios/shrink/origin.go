@@ -123,9 +123,9 @@ func Explicit(s *scenarios.Scenario, h *history.History) ([]nemesis.Step, error)
 		return nil, errors.New("not a random schedule")
 	}
 	start := int64(-1)
-	for i := range h.Ops {
-		if start < 0 || h.Ops[i].Invoke < start {
-			start = h.Ops[i].Invoke
+	for i := range h.Len() {
+		if start < 0 || h.Op(i).Invoke < start {
+			start = h.Op(i).Invoke
 		}
 	}
 	if start < 0 {

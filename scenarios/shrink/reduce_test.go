@@ -59,7 +59,6 @@ func TestExplicitFromWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &history.History{
-		Ops: []history.Op{{ID: 1, Invoke: 900e6}, {ID: 2, Invoke: 800e6}},
 		Faults: []history.Fault{
 			{ID: 1, Kind: "limit-data", Targets: []string{"p3->b0", "p3->b1", "p3->b2"}, Start: 8_830e6, End: 12_900e6,
 				Spec: "limit-data p3 from b0,b1,b2 with bytes=64 direction=downstream toxicity=1 for 4s"},
@@ -70,6 +69,7 @@ func TestExplicitFromWindows(t *testing.T) {
 			{ID: 6, Kind: "hold", Targets: []string{"p3:produce"}, Start: 42_510e6, Spec: "hold produce of holder of r2 until endtxn for 1s"},
 		},
 	}
+	h.Append(history.Op{ID: 1, Invoke: 900e6}, history.Op{ID: 2, Invoke: 800e6})
 	steps, err := Explicit(s, h)
 	if err != nil {
 		t.Fatal(err)

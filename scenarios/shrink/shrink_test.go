@@ -129,8 +129,8 @@ func faults(t *testing.T, dir string) []history.Fault {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := h.Ops[0].Invoke
-	for _, op := range h.Ops {
+	first := h.Op(0).Invoke
+	for _, op := range h.All() {
 		first = min(first, op.Invoke)
 	}
 	out := slices.Clone(h.Faults)

@@ -140,19 +140,19 @@ func check(args []string) error {
 	runtime.ReadMemStats(&ms)
 	t := res.Timings
 	fmt.Printf("ops %d records %d roles %d: read %v, check %v (index %v, linear %v, porcupine %v, explain %v), verdict %s, heap in use %d MiB, total alloc %d MiB\n",
-		len(h.Ops), res.History.Records, res.History.Roles, read.Round(time.Millisecond),
+		h.Len(), res.History.Records, res.History.Roles, read.Round(time.Millisecond),
 		time.Duration(t.Total).Round(time.Millisecond), time.Duration(t.Index).Round(time.Millisecond),
 		time.Duration(t.Linear).Round(time.Millisecond), time.Duration(t.Porcupine).Round(time.Millisecond),
 		time.Duration(t.Explain).Round(time.Millisecond), res.Verdict, ms.HeapInuse>>20, ms.TotalAlloc>>20)
 	kinds := map[history.Kind]int{}
 	info := 0
-	for i := range h.Ops {
-		kinds[h.Ops[i].Kind]++
-		if h.Ops[i].Type == history.TypeInfo {
+	for i := range h.Len() {
+		kinds[h.Op(i).Kind]++
+		if h.Op(i).Type == history.TypeInfo {
 			info++
 		}
 	}
-	fmt.Printf("  mix: %v; %d info (%.1f%%)\n", kinds, info, 100*float64(info)/float64(len(h.Ops)))
+	fmt.Printf("  mix: %v; %d info (%.1f%%)\n", kinds, info, 100*float64(info)/float64(h.Len()))
 	if res.Verdict == checker.VerdictInvalid {
 		for _, c := range res.Checks {
 			if c.Verdict == checker.VerdictInvalid && len(c.Anomalies) > 0 {

@@ -1,0 +1,246 @@
+package history
+
+import (
+	"iter"
+	"math"
+)
+
+// rec is one operation as a History stores it: 80 bytes and no pointers, where an Op is 240
+// bytes with eleven. A large history is mostly its operations (a million of them held 229
+// MiB as Ops), every pass the checker makes over them reads the whole array, and the garbage
+// collector scans whatever holds pointers: the array's size is the history's memory and much
+// of the time a pass takes (docs/history.md, "In memory").
+//
+// rec keeps what the Builder produces without redundancy: the one token an operation
+// carries (a write's, or what an acquire or a describe returned), the log only as a flag
+// and a partition (a lease log is the operation's role), its strings, a read's records and a
+// failure's texts as indexes into the History's tables. An Op that does not fit this shape
+// (one only a test would build: a write with a result token, a log of another role) is kept
+// whole in History.odd, so SetOp and Append keep any Op exactly.
+type rec struct {
+	id, invoke, ret int64
+	// The strings, as indexes in History.strs (0 is ""): process, member and role names
+	// are interned, a write id has a slot of its own.
+	process, member, role, writeID uint32
+	// tok is Result.Token when flagResultToken is set (Args.Token is then NoToken), else
+	// Args.Token. Views point Result.Token here.
+	tok Token
+	// aux is Result.Offset when flagOffset is set (views point Result.Offset here), or the
+	// index of Result.Records in History.reads when flagRecords is set.
+	aux       int64
+	client    int32
+	fail      int32 // 1 + the index of Error and Message in History.fails; 0: both empty
+	partition int32 // Args.Log.Partition of a work log
+	kind      uint8 // index in opKinds
+	typ       EventType
+	flags     uint8
+}
+
+const (
+	flagPending     uint8 = 1 << iota
+	flagHeld              // Result.Held
+	flagResultToken       // Result.Token is &tok
+	flagOffset            // Result.Offset is &aux
+	flagRecords           // Result.Records is History.reads[aux]
+	flagRoleLog           // Args.Log is RoleLog(Role)
+	flagWorkLog           // Args.Log is WorkLog(partition)
+	flagOdd               // the operation is History.odd[its index]
+)
+
+// opKinds are the operation kinds a rec can name; 0 is the empty kind.
+var opKinds = [...]Kind{"", KindRegister, KindAcquire, KindWriteLease, KindWork, KindRead, KindDescribe, KindFinalRead}
+
+func kindCode(k Kind) (uint8, bool) {
+	for i, o := range opKinds {
+		if o == k {
+			return uint8(i), true
+		}
+	}
+	return 0, false
+}
+
+// failText is a failed or unknown completion's error class and message.
+type failText struct{ err, msg string }
+
+// Len returns the number of operations.
+func (h *History) Len() int { return len(h.ops) }
+
+// Op returns operation i (0 <= i < Len()), in the order of the invoke lines. The Op is a
+// copy, but its Result.Token, Result.Offset and Result.Records point into the history:
+// treat them as read-only, and change an operation with SetOp or Edit.
+func (h *History) Op(i int) Op {
+	var op Op
+	h.Load(i, &op)
+	return op
+}
+
+// All yields every operation with its index, in order (see Op).
+func (h *History) All() iter.Seq2[int, Op] {
+	return func(yield func(int, Op) bool) {
+		for i := range h.ops {
+			if !yield(i, h.Op(i)) {
+				return
+			}
+		}
+	}
+}
+
+// SetOp replaces operation i with op, exactly as given: unlike the Builder, it checks
+// nothing, so tests can build histories the Builder would refuse.
+func (h *History) SetOp(i int, op Op) {
+	delete(h.odd, int32(i))
+	h.ops[i] = h.pack(int32(i), &op)
+}
+
+// Append adds operations after the last, exactly as given (see SetOp).
+func (h *History) Append(ops ...Op) {
+	for i := range ops {
+		h.ops = append(h.ops, rec{})
+		h.SetOp(len(h.ops)-1, ops[i])
+	}
+}
+
+// pack returns the rec of op, operation i, adding to the history's tables what it needs.
+func (h *History) pack(i int32, op *Op) rec {
+	if len(h.strs) == 0 {
+		h.strs = append(h.strs, "") // index 0
+	}
+	r := rec{
+		id: op.ID, invoke: op.Invoke, ret: op.Return, process: h.name(op.Process), member: h.name(op.Member),
+		role: h.name(op.Role), writeID: h.slot(op.Args.WriteID), tok: op.Args.Token, typ: op.Type,
+	}
+	kind, known := kindCode(op.Kind)
+	odd := !known || op.Client < math.MinInt32 || op.Client > math.MaxInt32
+	r.kind, r.client = kind, int32(op.Client)
+	if op.Pending {
+		r.flags |= flagPending
+	}
+	if op.Result.Held {
+		r.flags |= flagHeld
+	}
+	if op.Result.Token != nil {
+		odd = odd || op.Args.Token != NoToken
+		r.tok = *op.Result.Token
+		r.flags |= flagResultToken
+	}
+	switch l := op.Args.Log; {
+	case l == LogID{}:
+	case !l.Work && l.Role == op.Role:
+		r.flags |= flagRoleLog
+	case l.Work && l.Role == "":
+		r.flags |= flagWorkLog
+		r.partition = l.Partition
+	default:
+		odd = true
+	}
+	switch {
+	case op.Result.Offset != nil && op.Result.Records != nil:
+		odd = true
+	case op.Result.Offset != nil:
+		r.aux = *op.Result.Offset
+		r.flags |= flagOffset
+	case op.Result.Records != nil:
+		r.aux = int64(len(h.reads))
+		h.reads = append(h.reads, op.Result.Records)
+		r.flags |= flagRecords
+	}
+	if op.Error != "" || op.Message != "" {
+		h.fails = append(h.fails, failText{op.Error, op.Message})
+		r.fail = int32(len(h.fails))
+	}
+	if odd {
+		if h.odd == nil {
+			h.odd = map[int32]Op{}
+		}
+		h.odd[i] = *op
+		return rec{id: op.ID, invoke: op.Invoke, ret: op.Return, flags: flagOdd}
+	}
+	return r
+}
+
+// log returns the log of the operation r stands for (Args.Log), when r is not odd.
+func (h *History) log(r *rec) LogID {
+	switch {
+	case r.flags&flagRoleLog != 0:
+		return LogID{Role: h.strs[r.role]}
+	case r.flags&flagWorkLog != 0:
+		return LogID{Work: true, Partition: r.partition}
+	}
+	return LogID{}
+}
+
+// name returns the index of s in h.strs, adding it the first time.
+func (h *History) name(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	if i, ok := h.names[s]; ok {
+		return i
+	}
+	if h.names == nil {
+		h.names = map[string]uint32{}
+	}
+	i := h.slot(s)
+	h.names[s] = i
+	return i
+}
+
+// slot returns the index of a new entry of h.strs that holds s (0 for "").
+func (h *History) slot(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	if len(h.strs) == 0 {
+		h.strs = append(h.strs, "")
+	}
+	h.strs = append(h.strs, s)
+	return uint32(len(h.strs) - 1)
+}
+
+// Edit changes operation i in place: edit gets a copy to change, which SetOp then stores.
+func (h *History) Edit(i int, edit func(op *Op)) {
+	op := h.Op(i)
+	edit(&op)
+	h.SetOp(i, op)
+}
+
+// Load sets *op to operation i, as Op returns it. A pass over every operation that reuses one
+// Op is a third faster with Load than with Op or All (BenchmarkOps).
+func (h *History) Load(i int, op *Op) {
+	r := &h.ops[i]
+	if r.flags&flagOdd != 0 {
+		*op = h.odd[int32(i)]
+		return
+	}
+	op.ID, op.Client, op.Invoke, op.Return, op.Type = r.id, int(r.client), r.invoke, r.ret, r.typ
+	op.Process, op.Member, op.Role, op.Kind = h.strs[r.process], h.strs[r.member], h.strs[r.role], opKinds[r.kind&7]
+	op.Pending, op.Result.Held = r.flags&flagPending != 0, r.flags&flagHeld != 0
+	op.Args.WriteID = h.strs[r.writeID]
+	op.Args.Token, op.Result.Token = r.tok, nil
+	if r.flags&flagResultToken != 0 {
+		op.Args.Token, op.Result.Token = NoToken, &r.tok
+	}
+	op.Args.Log = h.log(r)
+	op.Result.Offset, op.Result.Records = nil, nil
+	if r.flags&flagOffset != 0 {
+		op.Result.Offset = &r.aux
+	} else if r.flags&flagRecords != 0 {
+		op.Result.Records = h.reads[r.aux]
+	}
+	op.Error, op.Message = "", ""
+	if r.fail > 0 {
+		f := &h.fails[r.fail-1]
+		op.Error, op.Message = f.err, f.msg
+	}
+}
+
+// Pending returns the number of operations that never completed.
+func (h *History) Pending() int {
+	n := 0
+	for i := range h.ops {
+		if r := &h.ops[i]; r.flags&flagPending != 0 || r.flags&flagOdd != 0 && h.odd[int32(i)].Pending {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,96 @@
+package history_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// TestSetOpKeepsAnyOperation: whatever Op is stored, Op gives it back, including the shapes
+// the compact form has no room for (which History keeps whole) and after an operation is
+// replaced by one of another shape.
+func TestSetOpKeepsAnyOperation(t *testing.T) {
+	tok := &history.Token{ProducerID: 4, Epoch: 2}
+	off := int64(7)
+	recs := []history.Record{{Offset: 0, Kind: history.RecordLease, Member: "m1", Token: *tok, WriteID: "w1"}}
+	shapes := map[string]func(op *history.Op){
+		"as generated":            func(*history.Op) {},
+		"failure texts":           func(op *history.Op) { op.Error, op.Message = history.ErrorFenced, "fenced: é" },
+		"result token on write":   func(op *history.Op) { op.Kind, op.Args.Token, op.Result.Token = history.KindWork, *tok, tok },
+		"log of another role":     func(op *history.Op) { op.Args.Log = history.RoleLog(op.Role + "x") },
+		"work log with a role":    func(op *history.Op) { op.Args.Log = history.LogID{Work: true, Role: "r", Partition: 3} },
+		"unknown kind":            func(op *history.Op) { op.Kind = "compact" },
+		"no kind":                 func(op *history.Op) { op.Kind = "" },
+		"client out of range":     func(op *history.Op) { op.Client = math.MaxInt32 + 1 },
+		"offset and records":      func(op *history.Op) { op.Result.Offset, op.Result.Records = &off, recs },
+		"empty records":           func(op *history.Op) { op.Result.Records = []history.Record{} },
+		"offset":                  func(op *history.Op) { op.Result.Offset, op.Result.Records = &off, nil },
+		"held without a token":    func(op *history.Op) { op.Result.Held, op.Result.Token = true, nil },
+		"zero args, result token": func(op *history.Op) { op.Args, op.Result.Token = history.Args{}, tok },
+		"pending":                 func(op *history.Op) { op.Pending, op.Type, op.Return = true, history.TypeInfo, history.Never },
+	}
+	h := generated(t, 9)
+	rng := rand.New(rand.NewPCG(9, 9))
+	want := make([]history.Op, h.Len())
+	for i := range h.Len() {
+		want[i] = h.Op(i)
+	}
+	for name, shape := range shapes {
+		for range 40 {
+			i := rng.IntN(h.Len())
+			op := h.Op(i)
+			shape(&op)
+			h.SetOp(i, op)
+			want[i] = op
+			if got := h.Op(i); !reflect.DeepEqual(got, op) {
+				t.Fatalf("%s: stored %+v, got back %+v", name, op, got)
+			}
+		}
+	}
+	for i := range h.Len() {
+		if got := h.Op(i); !reflect.DeepEqual(got, want[i]) {
+			t.Fatalf("op %d: want %+v, got %+v", i, want[i], got)
+		}
+	}
+	var loaded history.Op
+	for i, op := range h.All() {
+		h.Load(i, &loaded)
+		if !reflect.DeepEqual(loaded, op) {
+			t.Fatalf("op %d: Load gave %+v after %+v, Op %+v", i, loaded, h.Op(max(i-1, 0)), op)
+		}
+	}
+	h.Append(want[0], want[1])
+	if h.Len() != len(want)+2 || !reflect.DeepEqual(h.Op(h.Len()-1), want[1]) {
+		t.Fatalf("appended: %d operations, last %+v", h.Len(), h.Op(h.Len()-1))
+	}
+}
+
+// TestBuilderKeepsResultsTheWriterWouldNotWrite: a result the compact form has no room for (a
+// token in a write's result, an offset beside a read's records) is kept as the line gave it.
+func TestBuilderKeepsResultsTheWriterWouldNotWrite(t *testing.T) {
+	tok := history.Token{ProducerID: 3, Epoch: 1}
+	off := int64(5)
+	recs := []history.Record{{Offset: 0, Kind: history.RecordRegistration, Member: "m1", Token: history.NoToken}}
+	b := history.NewBuilder(0)
+	for _, e := range []history.Event{
+		{Type: history.TypeHeader},
+		{Type: history.TypeInvoke, ID: 1, Role: "r", Member: "m1", Kind: history.KindWriteLease, Args: history.Args{Token: tok, WriteID: "w1"}},
+		{Type: history.TypeOK, ID: 1, Time: 1, Result: history.Result{Token: &tok}},
+		{Type: history.TypeInvoke, ID: 2, Time: 2, Role: "r", Kind: history.KindRead},
+		{Type: history.TypeOK, ID: 2, Time: 3, Result: history.Result{Offset: &off, Records: recs}},
+	} {
+		if err := b.Add(&e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := b.History()
+	if w := h.Op(0); w.Args.Token != tok || w.Result.Token == nil || *w.Result.Token != tok || w.Type != history.TypeOK {
+		t.Errorf("write: %+v", w)
+	}
+	if r := h.Op(1); r.Result.Offset == nil || *r.Result.Offset != off || !reflect.DeepEqual(r.Result.Records, recs) || r.Return != 3 {
+		t.Errorf("read: %+v", r)
+	}
+}
