@@ -559,7 +559,10 @@ func (x *index) analyzeLog(l *logInfo) {
 			}
 		}
 	}
-	slices.SortFunc(prefixes, func(a, b int32) int { return cmp.Compare(x.op(a).Return, x.op(b).Return) })
+	_, byReturn := x.byTimes(prefixes)
+	for i := range byReturn {
+		prefixes[i] = byReturn[i].op
+	}
 	if l.final >= 0 {
 		prefixes = append(prefixes, l.final) // the final read sees the rest
 	}
@@ -574,6 +577,28 @@ func (x *index) analyzeLog(l *logInfo) {
 		}
 		seen = max(seen, n)
 	}
+}
+
+// timedOp is an operation with its times, to order operations without reading each again at
+// every comparison.
+type timedOp struct {
+	op          int32
+	invoke, ret int64
+}
+
+// byTimes returns ops in the order of their invocations and in the order of their returns
+// (both stable).
+func (x *index) byTimes(ops []int32) (byInvoke, byReturn []timedOp) {
+	byInvoke = make([]timedOp, len(ops))
+	var op history.Op
+	for i, o := range ops {
+		x.h.Load(int(o), &op)
+		byInvoke[i] = timedOp{o, op.Invoke, op.Return}
+	}
+	byReturn = slices.Clone(byInvoke)
+	slices.SortStableFunc(byInvoke, func(a, b timedOp) int { return cmp.Compare(a.invoke, b.invoke) })
+	slices.SortStableFunc(byReturn, func(a, b timedOp) int { return cmp.Compare(a.ret, b.ret) })
+	return byInvoke, byReturn
 }
 
 // see notes that committed read r, which returned at t, returned write w's record at offset

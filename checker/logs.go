@@ -338,18 +338,16 @@ func (c *run) checkReadMonotonic() {
 		for _, p := range processes {
 			reads := byProcess[p]
 			checked += len(reads)
-			byInvoke := slices.Clone(reads)
-			slices.SortStableFunc(byInvoke, func(a, b int32) int { return cmp.Compare(x.op(a).Invoke, x.op(b).Invoke) })
-			byReturn := slices.Clone(reads)
-			slices.SortStableFunc(byReturn, func(a, b int32) int { return cmp.Compare(x.op(a).Return, x.op(b).Return) })
+			byInvoke, byReturn := x.byTimes(reads)
 			j, best := 0, int32(-1)
-			for _, b := range byInvoke {
-				for j < len(byReturn) && x.op(byReturn[j]).Return < x.op(b).Invoke {
-					if best < 0 || highest(byReturn[j]) > highest(best) {
-						best = byReturn[j]
+			for _, next := range byInvoke {
+				for j < len(byReturn) && byReturn[j].ret < next.invoke {
+					if best < 0 || highest(byReturn[j].op) > highest(best) {
+						best = byReturn[j].op
 					}
 					j++
 				}
+				b := next.op
 				if best >= 0 && highest(b) < highest(best) {
 					r.Anomalies = append(r.Anomalies, Anomaly{
 						Guarantee: ReadMonotonic, Role: id.Role, Log: id.String(), Ops: x.opIDs(best, b),
@@ -431,19 +429,17 @@ func (c *run) checkRegistrationOrder() {
 			}
 		}
 		// Real-time order: acknowledged before invoked means a lower offset.
-		byInvoke := slices.Clone(regs)
-		slices.SortStableFunc(byInvoke, func(a, b int32) int { return cmp.Compare(x.op(a).Invoke, x.op(b).Invoke) })
-		byReturn := slices.Clone(regs)
-		slices.SortStableFunc(byReturn, func(a, b int32) int { return cmp.Compare(x.op(a).Return, x.op(b).Return) })
+		byInvoke, byReturn := x.byTimes(regs)
 		offset := func(id int32) int64 { return *x.op(id).Result.Offset }
 		j, best := 0, int32(-1)
-		for _, b := range byInvoke {
-			for j < len(byReturn) && x.op(byReturn[j]).Return < x.op(b).Invoke {
-				if best < 0 || offset(byReturn[j]) > offset(best) {
-					best = byReturn[j]
+		for _, next := range byInvoke {
+			for j < len(byReturn) && byReturn[j].ret < next.invoke {
+				if best < 0 || offset(byReturn[j].op) > offset(best) {
+					best = byReturn[j].op
 				}
 				j++
 			}
+			b := next.op
 			if best >= 0 && offset(best) > offset(b) {
 				add(x.opIDs(best, b), []int64{offset(best), offset(b)},
 					"Registration of %s (op %d) got offset %d, below offset %d of the registration of %s (op %d) that was acknowledged before it was invoked.",
