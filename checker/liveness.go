@@ -79,26 +79,38 @@ func (x *index) liveness() Liveness {
 	if finalAt >= 0 { // the workload stopped before the final reads; the reads after them are not its
 		end = finalAt
 	}
+	renewals := 0 // an upper bound on the gaps: the roles' ok lease writes
+	for r, rd := range x.roleData {
+		if workload[r] {
+			for i := range rd.ops {
+				if ro := &rd.ops[i]; ro.kind == opWriteLease && ro.typ == history.TypeOK {
+					renewals++
+				}
+			}
+		}
+	}
 	var (
-		held  = make([][][2]int64, len(x.roles)) // per role: the intervals its ok lease writes cover
+		held  [][2]int64 // the role's: the intervals its ok lease writes cover
 		any   bool
-		gaps  []int64
+		gaps  = make([]int64, 0, renewals)
 		roles int
 		last  = map[history.Token]int64{} // per holding of the role: its last ok lease write's invocation
 	)
+	fractions := make([]float64, len(x.roles))
 	for r, rd := range x.roleData {
 		if !workload[r] {
 			continue
 		}
 		roles++
 		clear(last)
+		held = held[:0]
 		for i := range rd.ops {
 			ro := &rd.ops[i]
 			if ro.kind != opWriteLease || ro.typ != history.TypeOK {
 				continue
 			}
 			if from, to := ro.ret, ro.invoke+lease; to > from {
-				held[r] = append(held[r], [2]int64{from, to})
+				held = append(held, [2]int64{from, to})
 				any = true
 			}
 			k := ro.token()
@@ -110,6 +122,9 @@ func (x *index) liveness() Liveness {
 				last[k] = ro.invoke
 			}
 		}
+		if end > begin {
+			fractions[r] = float64(union(held, begin, end)) / float64(end-begin)
+		}
 	}
 	if !any || end <= begin {
 		return l
@@ -120,7 +135,7 @@ func (x *index) liveness() Liveness {
 		if !workload[r] {
 			continue
 		}
-		f := float64(union(held[r], begin, end)) / float64(end-begin)
+		f := fractions[r]
 		l.HeldFraction += f / float64(roles)
 		if f < l.MinHeldFraction {
 			l.MinHeldFraction, l.MinHeldRole = f, role

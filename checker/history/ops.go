@@ -23,9 +23,9 @@ type rec struct {
 	// are interned, a write id has a slot of its own.
 	process, member, role, writeID uint32
 	// tok is Result.Token when flagResultToken is set (Args.Token is then NoToken), else
-	// Args.Token. Views point Result.Token here.
+	// Args.Token. Op and Load point Result.Token here.
 	tok Token
-	// aux is Result.Offset when flagOffset is set (views point Result.Offset here), or the
+	// aux is Result.Offset when flagOffset is set (Op and Load point Result.Offset here), or the
 	// index of Result.Records in History.reads when flagRecords is set.
 	aux       int64
 	client    int32
@@ -66,8 +66,9 @@ type failText struct{ err, msg string }
 func (h *History) Len() int { return len(h.ops) }
 
 // Op returns operation i (0 <= i < Len()), in the order of the invoke lines. The Op is a
-// copy, but its Result.Token, Result.Offset and Result.Records point into the history:
-// treat them as read-only, and change an operation with SetOp or Edit.
+// copy, but its Result.Token, Result.Offset and Result.Records point into the history (until
+// the operation is changed): treat them as read-only, and change an operation with SetOp or
+// Edit.
 func (h *History) Op(i int) Op {
 	var op Op
 	h.Load(i, &op)
