@@ -159,6 +159,9 @@ type foreignRecord struct {
 	offset int64
 }
 
+// op returns operation i, a copy out of the history's compact form (history.History.Op):
+// the passes over every operation Load into one Op instead, and the checks that walk a log's
+// writes read x.outcome, reading an operation only to describe it.
 func (x *index) op(i int32) history.Op { return x.h.Op(int(i)) }
 
 func (x *index) finalRecords(l *logInfo) []history.Record {

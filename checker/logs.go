@@ -179,27 +179,28 @@ func (c *run) checkNoLostWrite() {
 		for _, w := range l.writes {
 			typ, n := x.outcome[w], x.inFinal[w]
 			checked++
-			if typ == history.TypeFail || n == 1 || typ != history.TypeOK && x.seenBy[w] < 0 {
-				continue // no anomaly: read the operation only for one
-			}
-			op := x.op(w)
-			anomaly := func(format string, args ...any) {
+			// The operation is read only for an anomaly: reading every write's would cost a
+			// cache miss each.
+			anomaly := func(op *history.Op, format string, args ...any) {
 				r.Anomalies = append(r.Anomalies, Anomaly{
 					Guarantee: NoLostWrite, Role: op.Role, Log: id.String(), Ops: x.opIDs(w, l.final),
 					Explanation: fmt.Sprintf(format, args...),
 				})
 			}
 			switch {
-			case op.Type == history.TypeFail:
+			case typ == history.TypeFail:
 				// a failed write in the log is no-zombie-commit's
 			case n > 1:
-				anomaly("Write %q (%s op %d) is %d times in the final log of %s (final read op %d).",
+				op := x.op(w)
+				anomaly(&op, "Write %q (%s op %d) is %d times in the final log of %s (final read op %d).",
 					op.Args.WriteID, op.Kind, op.ID, n, id, final.ID)
 			case n == 1:
-			case op.Type == history.TypeOK:
-				anomaly("Acknowledged write %q (%s op %d by %s under %s) is missing from the final log of %s (final read op %d).",
+			case typ == history.TypeOK:
+				op := x.op(w)
+				anomaly(&op, "Acknowledged write %q (%s op %d by %s under %s) is missing from the final log of %s (final read op %d).",
 					op.Args.WriteID, op.Kind, op.ID, op.Member, op.Args.Token, id, final.ID)
 			case x.seenBy[w] >= 0:
+				op := x.op(w)
 				a := Anomaly{
 					Guarantee: NoLostWrite, Role: op.Role, Log: id.String(),
 					Ops: x.opIDs(w, x.seenBy[w], l.final), Offsets: []int64{x.seenOff[w]},
