@@ -63,11 +63,12 @@ func (c *run) checkLogTokenOrder() {
 		p   int
 	}
 	stamped := map[int32]bool{} // writes whose mismatched stamp is reported
+	var op history.Op           // the writer checkStamp reads, reused: it reads one a record
 	checkStamp := func(id history.LogID, rec *history.Record, w, read int32) history.Token {
 		if w < 0 {
 			return rec.Token
 		}
-		op := x.op(w)
+		x.h.Load(int(w), &op)
 		if op.Args.Token == rec.Token {
 			return rec.Token
 		}
