@@ -150,13 +150,15 @@ func plantStaleWrite(h *history.History, rng *rand.Rand) bool {
 	return true
 }
 
-// finalRead returns the index of the last ok final read of log.
-func finalRead(h *history.History, log history.LogID) int {
-	best, ret := -1, int64(0)
+// finalReads returns, per log, the index of its last ok final read (by return time).
+func finalReads(h *history.History) map[history.LogID]int {
+	best, ret := map[history.LogID]int{}, map[history.LogID]int64{}
 	for i, op := range h.All() {
-		if op.Kind == history.KindFinalRead && op.Type == history.TypeOK && op.Args.Log == log &&
-			(best < 0 || op.Return >= ret) {
-			best, ret = i, op.Return
+		if op.Kind != history.KindFinalRead || op.Type != history.TypeOK {
+			continue
+		}
+		if r, ok := ret[op.Args.Log]; !ok || op.Return >= r {
+			best[op.Args.Log], ret[op.Args.Log] = i, op.Return
 		}
 	}
 	return best
@@ -165,8 +167,9 @@ func finalRead(h *history.History, log history.LogID) int {
 func plantOutOfOrder(h *history.History, rng *rand.Rand) bool {
 	type place struct{ op, p int }
 	var places []place
+	finals := finalReads(h)
 	for i, op := range h.All() {
-		if op.Kind != history.KindFinalRead || op.Args.Log.Work || finalRead(h, op.Args.Log) != i {
+		if j, ok := finals[op.Args.Log]; !ok || j != i || op.Args.Log.Work {
 			continue
 		}
 		recs := op.Result.Records
@@ -209,8 +212,9 @@ func plantLostWrite(h *history.History, rng *rand.Rand) bool {
 	}
 	type place struct{ op, p int }
 	var places []place
+	finals := finalReads(h)
 	for i, op := range h.All() {
-		if op.Kind != history.KindFinalRead || op.Type != history.TypeOK || finalRead(h, op.Args.Log) != i {
+		if j, ok := finals[op.Args.Log]; !ok || j != i {
 			continue
 		}
 		for p, rec := range op.Result.Records {
