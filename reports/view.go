@@ -296,13 +296,14 @@ func anomalyOps(res *checker.Results, h *history.History) (ops map[int64]*histor
 		}
 	}
 	for _, op := range h.All() {
+		// Only the operations kept are copied to the heap; op itself stays on the stack.
 		if _, ok := ops[op.ID]; ok {
 			v := op
 			ops[op.ID] = &v
 		}
 		if op.Kind == history.KindFinalRead && op.Type == history.TypeOK {
-			v := op
-			finals[op.Args.Log.String()] = append(finals[op.Args.Log.String()], &v)
+			v, log := op, op.Args.Log.String()
+			finals[log] = append(finals[log], &v)
 		}
 	}
 	return ops, finals

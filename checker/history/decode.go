@@ -265,14 +265,6 @@ func fnv(b []byte) uint32 {
 	return h
 }
 
-func fnvString(s string) uint32 {
-	h := uint32(2166136261)
-	for i := range len(s) {
-		h = (h ^ uint32(s[i])) * 16777619
-	}
-	return h
-}
-
 // str returns the string at the cursor, interned.
 func (l *lexer) str(d *decoder) (string, error) {
 	b, err := l.rawString(d)

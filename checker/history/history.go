@@ -109,24 +109,6 @@ type Builder struct {
 	// are prefixes of it share its array (see share). shared lists those reads.
 	logs   map[LogID][]Record
 	shared []sharedRead
-	// names caches h.name's answers by the string's hash: an operation names a process, a
-	// member and a role, and these are few.
-	names *[1 << 10]struct {
-		s string
-		i uint32
-	}
-}
-
-// name returns the index of s in the history's strings (see History.name).
-func (b *Builder) name(s string) uint32 {
-	if s == "" {
-		return 0
-	}
-	c := &b.names[fnvString(s)&(uint32(len(b.names))-1)]
-	if c.s != s || c.i == 0 {
-		c.s, c.i = s, b.h.name(s)
-	}
-	return c.i
 }
 
 // sharedRead is a read whose records share their log's array: its index in History.reads.
@@ -152,10 +134,6 @@ func NewBuilder(sizeHint int) *Builder {
 		sparse: map[int64]int32{},
 		faults: map[int64]int32{},
 		logs:   map[LogID][]Record{},
-		names: new([1 << 10]struct {
-			s string
-			i uint32
-		}),
 	}
 }
 
@@ -271,7 +249,7 @@ func (b *Builder) invoke(e *Event) error {
 		return fmt.Errorf("op %d: client %d out of range: %w", e.ID, e.Client, ErrMalformed)
 	}
 	r := rec{
-		id: e.ID, invoke: e.Time, ret: Never, process: b.name(e.Process), member: b.name(e.Member), role: b.name(e.Role),
+		id: e.ID, invoke: e.Time, ret: Never, process: b.h.name(e.Process), member: b.h.name(e.Member), role: b.h.name(e.Role),
 		tok: NoToken, client: int32(e.Client), kind: kind, typ: TypeInfo, flags: flagPending,
 	}
 	switch e.Kind {

@@ -103,16 +103,29 @@ func (h *History) Append(ops ...Op) {
 
 // pack returns the rec of op, operation i, adding to the history's tables what it needs.
 func (h *History) pack(i int32, op *Op) rec {
+	kind, known := kindCode(op.Kind)
+	l := op.Args.Log
+	roleLog, workLog := l != (LogID{}) && !l.Work && l.Role == op.Role, l.Work && l.Role == ""
+	// The shapes a rec has no room for: an unknown kind, a client beyond 32 bits, a result
+	// token beside a write's token, a log of another role, an offset beside records.
+	if !known || op.Client < math.MinInt32 || op.Client > math.MaxInt32 ||
+		op.Result.Token != nil && op.Args.Token != NoToken ||
+		l != (LogID{}) && !roleLog && !workLog ||
+		op.Result.Offset != nil && op.Result.Records != nil {
+		if h.odd == nil {
+			h.odd = map[int32]Op{}
+		}
+		h.odd[i] = *op
+		return rec{id: op.ID, invoke: op.Invoke, ret: op.Return, flags: flagOdd}
+	}
 	if len(h.strs) == 0 {
 		h.strs = append(h.strs, "") // index 0
 	}
 	r := rec{
 		id: op.ID, invoke: op.Invoke, ret: op.Return, process: h.name(op.Process), member: h.name(op.Member),
-		role: h.name(op.Role), writeID: h.slot(op.Args.WriteID), tok: op.Args.Token, typ: op.Type,
+		role: h.name(op.Role), writeID: h.slot(op.Args.WriteID), tok: op.Args.Token,
+		client: int32(op.Client), kind: kind, typ: op.Type,
 	}
-	kind, known := kindCode(op.Kind)
-	odd := !known || op.Client < math.MinInt32 || op.Client > math.MaxInt32
-	r.kind, r.client = kind, int32(op.Client)
 	if op.Pending {
 		r.flags |= flagPending
 	}
@@ -120,23 +133,16 @@ func (h *History) pack(i int32, op *Op) rec {
 		r.flags |= flagHeld
 	}
 	if op.Result.Token != nil {
-		odd = odd || op.Args.Token != NoToken
 		r.tok = *op.Result.Token
 		r.flags |= flagResultToken
 	}
-	switch l := op.Args.Log; {
-	case l == LogID{}:
-	case !l.Work && l.Role == op.Role:
+	switch {
+	case roleLog:
 		r.flags |= flagRoleLog
-	case l.Work && l.Role == "":
-		r.flags |= flagWorkLog
-		r.partition = l.Partition
-	default:
-		odd = true
+	case workLog:
+		r.flags, r.partition = r.flags|flagWorkLog, l.Partition
 	}
 	switch {
-	case op.Result.Offset != nil && op.Result.Records != nil:
-		odd = true
 	case op.Result.Offset != nil:
 		r.aux = *op.Result.Offset
 		r.flags |= flagOffset
@@ -148,13 +154,6 @@ func (h *History) pack(i int32, op *Op) rec {
 	if op.Error != "" || op.Message != "" {
 		h.fails = append(h.fails, failText{op.Error, op.Message})
 		r.fail = int32(len(h.fails))
-	}
-	if odd {
-		if h.odd == nil {
-			h.odd = map[int32]Op{}
-		}
-		h.odd[i] = *op
-		return rec{id: op.ID, invoke: op.Invoke, ret: op.Return, flags: flagOdd}
 	}
 	return r
 }
@@ -186,13 +185,11 @@ func (h *History) name(s string) uint32 {
 	return i
 }
 
-// slot returns the index of a new entry of h.strs that holds s (0 for "").
+// slot returns the index of a new entry of h.strs that holds s (0 for ""). h.strs[0] must
+// be there: NewBuilder and pack put it first.
 func (h *History) slot(s string) uint32 {
 	if s == "" {
 		return 0
-	}
-	if len(h.strs) == 0 {
-		h.strs = append(h.strs, "")
 	}
 	h.strs = append(h.strs, s)
 	return uint32(len(h.strs) - 1)
@@ -214,7 +211,7 @@ func (h *History) Load(i int, op *Op) {
 		return
 	}
 	op.ID, op.Client, op.Invoke, op.Return, op.Type = r.id, int(r.client), r.invoke, r.ret, r.typ
-	op.Process, op.Member, op.Role, op.Kind = h.strs[r.process], h.strs[r.member], h.strs[r.role], opKinds[r.kind&7]
+	op.Process, op.Member, op.Role, op.Kind = h.strs[r.process], h.strs[r.member], h.strs[r.role], opKinds[r.kind]
 	op.Pending, op.Result.Held = r.flags&flagPending != 0, r.flags&flagHeld != 0
 	op.Args.WriteID = h.strs[r.writeID]
 	op.Args.Token, op.Result.Token = r.tok, nil
