@@ -153,6 +153,7 @@ func TestReductions(t *testing.T) {
 		"fault 2 (restart) at 15s: at 8s partition p1 from all for 6s; at 15s restart b1 / 40s",
 	})
 	check("dropFaults", whats(dropFaults(p)), []string{
+		"drop every fault:  / 40s",
 		"drop fault 2 (restart): at 8s partition p1 from all for 6s / 40s",
 		"drop fault 1 (partition): at 30s restart b1 / 40s",
 	})
@@ -219,7 +220,11 @@ func TestWorkloadReductions(t *testing.T) {
 		"contend every 4s: 8×4×3, 2 readers, work 3/s, contend 4s, look 500ms" + script,
 		"look every 1s: 8×4×3, 2 readers, work 3/s, contend 2s, look 1s" + script,
 	})
-	check("dropAllFaults", whats(dropAllFaults(p)), []string{"drop every fault: 8×4×3, " + rest + " / "})
+	check("dropFaults", whats(dropFaults(p)), []string{
+		"drop every fault: 8×4×3, " + rest + " / ",
+		"drop fault 2 (freeze): 8×4×3, " + rest + " / at 8s partition p6 from all for 6s",
+		"drop fault 1 (partition): 8×4×3, " + rest + " / at 20s freeze holder of r4 for 4s",
+	})
 
 	// At the floors nothing is proposed: processes as few as a role's members, one role, one
 	// member, no readers, no work and intervals as long as the lease (look) or the run (contend).
@@ -229,7 +234,7 @@ func TestWorkloadReductions(t *testing.T) {
 	w.Processes, w.Roles, w.MembersPerRole, w.Readers = 1, 1, 1, 0
 	w.Load.WorkRate, w.Load.Contend, w.Load.Look = 0, q.s.Duration, w.Lease
 	for name, r := range map[string]reduction{"cutProcesses": cutProcesses, "cutRoles": cutRoles, "cutMembers": cutMembers,
-		"cutReaders": cutReaders, "lowerRate": lowerRate, "dropAllFaults": dropAllFaults} {
+		"cutReaders": cutReaders, "lowerRate": lowerRate} {
 		if got := whats(r(q)); len(got) > 0 {
 			t.Errorf("%s at the floor proposes %q", name, got)
 		}

@@ -45,6 +45,12 @@ type Options struct {
 	Progress io.Writer
 	// CheckTimeout bounds each role's porcupine search in each try (checker default if 0).
 	CheckTimeout time.Duration
+	// Candidates bounds the search by work instead of time: at most this many candidates are
+	// tried, counting a second search's (see settle). 0: no bound but Budget. A shrink whose
+	// result must not depend on the machine's speed (a test, a CI job) sets Candidates and a
+	// Budget long enough never to bind: a loaded machine then takes longer to reach the same
+	// result instead of reaching a larger one.
+	Candidates int
 	// Parallel is how many tries of one candidate (or of the confirmation) run at once.
 	// Default 4 on the embedded cluster, whose runs mostly wait on lease timers; 1 on the
 	// others, where a second cluster would disturb the timing of the first.
@@ -183,7 +189,13 @@ type shrinker struct {
 	measured bool
 	// wentBack says settle went back to an earlier plan: it does so once.
 	wentBack bool
+	// run runs one try (try, but for the package's tests of the search and the budget).
+	run tryFunc
 }
+
+// tryFunc runs scenario s once with seed. A try that ends on its own is done; one cut off by
+// ctx is not.
+type tryFunc func(ctx context.Context, s *scenarios.Scenario, seed uint64) (tryOut, error)
 
 // kept is a plan the search kept, with its tries.
 type kept struct {
@@ -205,6 +217,11 @@ func (sh *shrinker) restore(k kept) {
 // (Ctrl-C), it stops the running try, writes the best so far with Interrupted set and returns
 // it without confirmation tries. The error is non-nil only when nothing could be written.
 func Run(ctx context.Context, o *Origin, opts Options) (*Result, error) {
+	return run(ctx, o, opts, nil)
+}
+
+// run is Run with the tries run by try (nil: real runs through the harness).
+func run(ctx context.Context, o *Origin, opts Options, try tryFunc) (*Result, error) {
 	if opts.Out == "" {
 		opts.Out = filepath.Join(o.Dir, "shrink")
 	}
@@ -236,6 +253,9 @@ func Run(ctx context.Context, o *Origin, opts Options) (*Result, error) {
 			opts.Parallel = embeddedParallel
 		}
 	}
+	if opts.Candidates < 0 {
+		return nil, fmt.Errorf("%w: --candidates %d is negative", ErrNotShrinkable, opts.Candidates)
+	}
 	if opts.MinFails > opts.Tries {
 		return nil, fmt.Errorf("%w: --min-fails %d is more than --tries %d", ErrNotShrinkable, opts.MinFails, opts.Tries)
 	}
@@ -251,7 +271,10 @@ func Run(ctx context.Context, o *Origin, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("%w: guarantee %q is not one of %s", ErrNotShrinkable, g, strings.Join(checker.Guarantees, ", "))
 		}
 	}
-	sh := &shrinker{o: o, opts: opts, target: target, began: time.Now()}
+	sh := &shrinker{o: o, opts: opts, target: target, began: time.Now(), run: try}
+	if sh.run == nil {
+		sh.run = sh.try
+	}
 	sh.deadline = sh.began.Add(opts.Budget)
 	sh.best = plan{s: *o.Scenario, steps: wrap(o.Steps)}
 	sh.best.s.Name = o.Scenario.Name + "-min"
@@ -263,8 +286,12 @@ func Run(ctx context.Context, o *Origin, opts Options) (*Result, error) {
 	sh.kept = []kept{{p: sh.best, seeds: sh.bestSeeds, report: sh.bestReport, fails: 1, tries: 1}}
 	sh.res = &Result{Origin: o.Dir, Scenario: o.Scenario.Name, Seed: o.Info.Seed, Transport: o.Info.Transport,
 		Cluster: o.Scenario.Cluster.Kind, Guarantees: target, Before: sh.best.shape(), Budget: Duration(opts.Budget)}
-	sh.say("shrinking %s (seed %d, %s, %s cluster): breaks %s; %s; %d tries per candidate, budget %v",
-		o.Dir, o.Info.Seed, o.Info.Transport, sh.res.Cluster, strings.Join(target, ", "), sh.res.Before, opts.Tries, opts.Budget)
+	bound := ""
+	if opts.Candidates > 0 {
+		bound = fmt.Sprintf(", at most %d candidates", opts.Candidates)
+	}
+	sh.say("shrinking %s (seed %d, %s, %s cluster): breaks %s; %s; %d tries per candidate, budget %v%s",
+		o.Dir, o.Info.Seed, o.Info.Transport, sh.res.Cluster, strings.Join(target, ", "), sh.res.Before, opts.Tries, opts.Budget, bound)
 	if err := sh.write(); err != nil {
 		return nil, err
 	}
@@ -302,9 +329,8 @@ type tryOut struct {
 	notRun      bool // not started: it would not have ended within the budget
 }
 
-// try runs s once with seed.
+// try runs s once with seed through the harness.
 func (sh *shrinker) try(ctx context.Context, s *scenarios.Scenario, seed uint64) (tryOut, error) {
-	began := time.Now()
 	out, err := harness.Run(ctx, s, harness.Options{
 		Root: filepath.Join(sh.opts.Out, "runs"), Seed: seed, Transport: sh.o.Info.Transport,
 		CheckTimeout: sh.opts.CheckTimeout,
@@ -313,9 +339,6 @@ func (sh *shrinker) try(ctx context.Context, s *scenarios.Scenario, seed uint64)
 		return tryOut{}, err
 	}
 	t := tryOut{seed: seed, report: out.Dir.Report(), interrupted: out.Interrupted, done: !out.Interrupted && out.Results != nil}
-	if t.done {
-		sh.measure(s.Duration.D(), time.Since(began))
-	}
 	if out.Results != nil {
 		for _, g := range Failed(out.Results) {
 			if slices.Contains(sh.target, g) {
@@ -343,7 +366,11 @@ func (sh *shrinker) tries(ctx context.Context, s *scenarios.Scenario, seeds []ui
 					outs[i] = tryOut{seed: seeds[i], notRun: true}
 					continue
 				}
-				outs[i], errs[i] = sh.try(ctx, s, seeds[i])
+				began := time.Now()
+				outs[i], errs[i] = sh.run(ctx, s, seeds[i])
+				if errs[i] == nil && outs[i].done {
+					sh.measure(s.Duration.D(), time.Since(began))
+				}
 			}
 		})
 	}
@@ -508,6 +535,10 @@ func (sh *shrinker) search(ctx context.Context) {
 				kept := false
 				for _, c := range r(sh.best) {
 					if ctx.Err() != nil {
+						return
+					}
+					if n := sh.opts.Candidates; n > 0 && len(sh.res.Candidates) >= n {
+						sh.say("candidates: all %d tried; the search stops", n)
 						return
 					}
 					if !sh.fits(c.p) {
