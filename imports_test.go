@@ -20,6 +20,10 @@ var forbidden = []struct {
 	{pkg: "transport", forbidden: []string{"..."}, allowed: []string{"transport"}},
 	// The exec protocol's harness side is a transport too: it knows nothing of fencecheck.
 	{pkg: "transport/lineproto", forbidden: []string{"..."}, allowed: []string{"transport", "transport/lineproto"}},
+	// The pipeline's members are transports too: the connection settings and the outcome
+	// classes are transport's, nothing else of fencecheck.
+	{pkg: "transport/pipeline", forbidden: []string{"..."}, allowed: []string{"transport", "transport/pipeline"}},
+	{pkg: "transport/pipeline/pipelinetest", forbidden: []string{"..."}, allowed: []string{"transport", "transport/pipeline", "transport/pipeline/pipelinetest"}},
 	{pkg: "transport/transporttest", forbidden: []string{"cluster/local", "cluster/containers", "cluster/external",
 		"workload", "nemesis", "checker/...", "scenarios", "reports"}},
 	{pkg: "checker/history", forbidden: []string{"..."}, allowed: []string{"checker/history"}},

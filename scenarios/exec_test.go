@@ -82,18 +82,11 @@ func TestExecTransportEmbedded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 11, Transport: transport})
-			if err != nil {
-				t.Fatal(err)
+			start := func() (*harness.Outcome, error) {
+				return harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 11, Transport: transport})
 			}
-			if out.Results.Verdict != checker.VerdictValid {
-				for _, r := range append(out.Results.Checks, out.Results.Coverage...) {
-					if r.Verdict != checker.VerdictValid {
-						t.Errorf("%s: %s %v %v", r.Name, r.Verdict, r.Anomalies, r.Details)
-					}
-				}
-				t.Fatalf("%s through the exec protocol: %s %s; run directory %s", name, out.Results.Verdict, out.Results.Error, out.Dir)
-			}
+			out, err := start()
+			out = mustBeValid(t, name+" through the exec protocol", scenarios.KindEmbedded, 11, out, err, start)
 			log, err := os.ReadFile(out.Dir.HarnessLog())
 			if err != nil {
 				t.Fatal(err)

@@ -290,8 +290,9 @@ func runExternal(t *testing.T, name, bootstrap, commands string) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	out, err := harness.Run(context.Background(), s, harness.Options{Root: root, Seed: 11})
-	mustBeValid(t, name, "a posing "+scenarios.KindExternal, 11, out, err)
+	start := func() (*harness.Outcome, error) { return harness.Run(context.Background(), s, harness.Options{Root: root, Seed: 11}) }
+	out, err := start()
+	out = mustBeValid(t, name, "a posing "+scenarios.KindExternal, 11, out, err, start)
 	if log, err := os.ReadFile(out.Dir.HarnessLog()); err == nil {
 		for _, line := range strings.Split(string(log), "\n") {
 			if strings.Contains(line, "fault took hold") {

@@ -36,6 +36,7 @@ func TestLinkModesAgree(t *testing.T) {
 	names := []string{"holder-partition", "flapping"}
 	modes := []links.LinkMode{links.LinkModeProxy, links.LinkModeConn}
 	type run struct {
+		run func() (*harness.Outcome, error)
 		out *harness.Outcome
 		err error
 	}
@@ -52,9 +53,10 @@ func TestLinkModesAgree(t *testing.T) {
 			s.Cluster.Links = string(mode)
 			r, root := &run{}, t.TempDir()
 			runs[name][mode] = r
-			wg.Go(func() {
-				r.out, r.err = harness.Run(context.Background(), s, harness.Options{Root: root, Seed: seed})
-			})
+			r.run = func() (*harness.Outcome, error) {
+				return harness.Run(context.Background(), s, harness.Options{Root: root, Seed: seed})
+			}
+			wg.Go(func() { r.out, r.err = r.run() })
 		}
 	}
 	wg.Wait()
@@ -63,7 +65,7 @@ func TestLinkModesAgree(t *testing.T) {
 			verdicts := make(map[links.LinkMode]map[string]checker.Verdict)
 			for _, mode := range modes {
 				r := runs[name][mode]
-				mustBeValid(t, name+" with "+string(mode)+" links", scenarios.KindEmbedded, seed, r.out, r.err)
+				r.out = mustBeValid(t, name+" with "+string(mode)+" links", scenarios.KindEmbedded, seed, r.out, r.err, r.run)
 				v := make(map[string]checker.Verdict)
 				for _, c := range append(r.out.Results.Checks, r.out.Results.Coverage...) {
 					if c.Advisory {

@@ -68,8 +68,11 @@ func TestScenariosLocalKafka(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.UseCluster(scenarios.KindLocal)
-			out, err := harness.Run(ctx, s, harness.Options{Root: t.TempDir(), Seed: 11, Transport: tr, Cluster: cl})
-			mustBeValid(t, name, scenarios.KindLocal, 11, out, err)
+			start := func() (*harness.Outcome, error) {
+				return harness.Run(ctx, s, harness.Options{Root: t.TempDir(), Seed: 11, Transport: tr, Cluster: cl})
+			}
+			out, err := start()
+			mustBeValid(t, name, scenarios.KindLocal, 11, out, err, start)
 		})
 	}
 }
@@ -110,8 +113,9 @@ func TestScenariosContainers(t *testing.T) {
 			t.Fatalf("the containers cluster's client security is %v; want SASL_SSL", sec)
 		}
 		secrets := clusterSecrets(t, cl)
-		out, err := harness.Run(ctx, s, harness.Options{Root: root, Seed: seed, Cluster: cl})
-		mustBeValid(t, name, "a SASL_SSL "+scenarios.KindContainers, seed, out, err)
+		start := func() (*harness.Outcome, error) { return harness.Run(ctx, s, harness.Options{Root: root, Seed: seed, Cluster: cl}) }
+		out, err := start()
+		mustBeValid(t, name, "a SASL_SSL "+scenarios.KindContainers, seed, out, err, start)
 		// Closed first, so that the brokers' logs are complete when they are read.
 		if err := closeCluster(); err != nil {
 			t.Fatal(err)

@@ -52,8 +52,9 @@ func TestSecuredRunLeaksNoSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	out, err := harness.Run(context.Background(), s, harness.Options{Root: root, Seed: 17})
-	mustBeValid(t, "holder-partition", "a SASL_SSL "+scenarios.KindExternal, 17, out, err)
+	start := func() (*harness.Outcome, error) { return harness.Run(context.Background(), s, harness.Options{Root: root, Seed: 17}) }
+	out, err := start()
+	out = mustBeValid(t, "holder-partition", "a SASL_SSL "+scenarios.KindExternal, 17, out, err, start)
 	mustLeakNoSecret(t, root, out, secrets, scenarios.SecuritySASLSSL)
 }
 
@@ -165,8 +166,11 @@ func TestUnauthorizedMemberNeverHolds(t *testing.T) {
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 23})
-	mustBeValid(t, "steady with an unauthorized process", "a SASL "+scenarios.KindLocal, 23, out, err)
+	start := func() (*harness.Outcome, error) {
+		return harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 23})
+	}
+	out, err := start()
+	out = mustBeValid(t, "steady with an unauthorized process", "a SASL "+scenarios.KindLocal, 23, out, err, start)
 	h, err := history.ReadFile(out.Dir.History())
 	if err != nil {
 		t.Fatal(err)

@@ -170,6 +170,19 @@ func (t *BrokerTransport) clientOpts(seeds []string) []kgo.Opt {
 	return opts
 }
 
+// ClientOptions validates cfg as Start does and returns the franz-go options every client of a
+// transport with cfg shares: seeds, client id, timeouts, the transaction version's protocol cap,
+// the dialer (links, TLS) and SASL. The pipeline members build their clients on it, so that a
+// cluster's links and security reach them as they reach the lease transport. Errors wrap
+// ErrInvalidConfig and name the field.
+func ClientOptions(cfg Config) ([]kgo.Opt, error) {
+	c, seeds, err := cfg.withDefaults()
+	if err != nil {
+		return nil, &Error{Op: OpStart, Kind: ErrInvalidConfig, Err: err, Stage: StageLocal}
+	}
+	return (&BrokerTransport{cfg: c}).clientOpts(seeds), nil
+}
+
 // TLSDialer wraps base (or a plain net.Dialer) in a TLS client handshake with conf, naming
 // the dialed host as the server unless conf names one; a failed handshake closes the
 // connection. The transport dials this way with Security.TLS (kgo.Dialer cannot be combined

@@ -1,0 +1,138 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencecheck/fencecheck/transport"
+)
+
+// clientOpts returns the options both members' clients share: the connection's, the group's
+// (read committed, stable offset fetches, no auto-commit: offsets are committed only in the
+// transactions) and the producer's (the member's transactional id, output partition =
+// input partition).
+func clientOpts(cfg Config) ([]kgo.Opt, error) {
+	opts, err := transport.ClientOptions(cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts,
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Input),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.DisableAutoCommit(),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
+		// kgo's default (3 s) would outlast a short session.
+		kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/3)),
+		kgo.TransactionalID(cfg.TransactionalID),
+		kgo.TransactionTimeout(cfg.Conn.LeaseDuration),
+		kgo.DefaultProduceTopic(cfg.Output),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)
+	if cfg.Protocol == ProtocolConsumer {
+		// KIP-848: the coordinator assigns; kgo needs a balancer the server side knows.
+		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+	}
+	return opts, nil
+}
+
+// poll returns at most max records cl polled, and the group metadata after the poll.
+func poll(ctx context.Context, cl *kgo.Client, max int) (Batch, error) {
+	fs := cl.PollRecords(ctx, max)
+	if fs.IsClientClosed() {
+		return Batch{}, kgo.ErrClientClosed
+	}
+	var b Batch
+	var errs []error
+	fs.EachError(func(_ string, _ int32, err error) {
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			errs = append(errs, err)
+		}
+	})
+	fs.EachRecord(func(r *kgo.Record) {
+		b.Records = append(b.Records, Record{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+	})
+	b.MemberID, b.Generation = cl.GroupMetadata()
+	switch {
+	case len(b.Records) > 0:
+		return b, nil
+	case len(errs) > 0:
+		return b, errors.Join(errs...)
+	case ctx.Err() != nil:
+		return b, ctx.Err()
+	}
+	return b, nil
+}
+
+// records returns outs as records of the output topic.
+func records(outs []Output) []*kgo.Record {
+	rs := make([]*kgo.Record, len(outs))
+	for i, o := range outs {
+		rs[i] = &kgo.Record{Partition: o.Partition, Key: o.Key, Value: o.Value}
+	}
+	return rs
+}
+
+// token returns cl's producer (id, epoch), or zero when it has none.
+func token(ctx context.Context, cl *kgo.Client) transport.FencingToken {
+	id, epoch, err := cl.ProducerID(ctx)
+	if err != nil || id < 0 {
+		return transport.FencingToken{}
+	}
+	return transport.FencingToken{ProducerID: id, Epoch: epoch}
+}
+
+// isFencing reports whether err says the member was fenced: by the group (its generation or
+// member epoch superseded, or the coordinator no longer knows it) or by its producer's epoch.
+func isFencing(err error) bool {
+	for _, e := range []error{kerr.IllegalGeneration, kerr.UnknownMemberID, kerr.FencedInstanceID,
+		kerr.StaleMemberEpoch, kerr.FencedMemberEpoch, kerr.ProducerFenced, kerr.InvalidProducerEpoch} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// committed fetches the group's committed offsets of the input partitions, stable (KIP-447): an
+// answer that a transaction committing offsets for a partition is still open is asked again
+// until it is not, or ctx ends. A partition without a committed offset is absent.
+func committed(ctx context.Context, cl *kgo.Client, group, topic string, partitions []int32) (map[int32]int64, error) {
+	adm := kadm.NewClient(cl)
+	for {
+		resp, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
+		if err == nil {
+			out := map[int32]int64{}
+			unstable := false
+			for _, p := range partitions {
+				o, ok := resp.Lookup(topic, p)
+				switch {
+				case !ok:
+				case errors.Is(o.Err, kerr.UnstableOffsetCommit):
+					unstable = true
+				case o.Err != nil:
+					return nil, o.Err
+				case o.At >= 0:
+					out[p] = o.At
+				}
+			}
+			if !unstable {
+				return out, nil
+			}
+		} else if !errors.Is(err, kerr.UnstableOffsetCommit) && !kerr.IsRetriable(err) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,228 @@
+// Package pipeline is the subject of fencecheck's exactly-once pipeline workload: a member of a
+// consumer group that polls an input topic at read_committed, produces what it makes of the
+// records to an output topic in a transaction, and commits its input offsets in the same
+// transaction with the group's metadata (KIP-447), so that a member that lost its partitions
+// in a rebalance (a zombie) is fenced by its generation, and a member whose producer was
+// replaced by its transactional id's epoch.
+//
+// Two members implement the contract, both on franz-go: Session on kgo.GroupTransactSession
+// (the helper franz-go's users run), and Plain on kgo's consumer and transactional producer,
+// sending AddOffsetsToTxn and TxnOffsetCommit itself with the generation its batch was polled
+// under. The contract, and what a member must do under it, is in Member's comment; the
+// conformance suite is pipelinetest.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fencecheck/fencecheck/transport"
+)
+
+// The members New builds.
+const (
+	// KindSession is a member on kgo.GroupTransactSession.
+	KindSession = "session"
+	// KindPlain is a member on kgo's consumer and transactional producer that sends the
+	// transaction's offsets itself.
+	KindPlain = "plain"
+)
+
+// Kinds lists the members New builds.
+var Kinds = []string{KindSession, KindPlain}
+
+// The group protocols of Config.Protocol.
+const (
+	// ProtocolClassic is the classic protocol (JoinGroup, SyncGroup, Heartbeat): the group's
+	// generation fences a zombie's offset commit.
+	ProtocolClassic = "classic"
+	// ProtocolConsumer is KIP-848's (ConsumerGroupHeartbeat, Kafka 4.0+): the member epoch
+	// fences it.
+	ProtocolConsumer = "consumer"
+)
+
+// Defaults for zero fields of Config.
+const (
+	DefaultSessionTimeout = 10 * time.Second
+	DefaultMaxPoll        = 10
+)
+
+// Config configures a member.
+type Config struct {
+	// Conn is how the member reaches the cluster, as for the lease transport: Bootstrap,
+	// ClientID, RequestTimeout, Security, Dial, Logger and TransactionVersion. Its
+	// LeaseDuration is the member's transaction timeout: the coordinator aborts a transaction
+	// the member keeps open longer. The topic fields are not used.
+	Conn transport.Config
+	// Group is the consumer group. Required.
+	Group string
+	// Input is the topic the member consumes; Output the one it produces to. Required. The
+	// output of input partition P goes to output partition P, so that the output topic keeps
+	// each input partition's order: it must have at least as many partitions.
+	Input, Output string
+	// TransactionalID is the member's own transactional id (EOS v2: one producer per member,
+	// fenced across rebalances by the group's generation). Required.
+	TransactionalID string
+	// SessionTimeout is how long the group coordinator waits for the member's heartbeat before
+	// it takes its partitions away. Default DefaultSessionTimeout. RebalanceTimeout, how long a
+	// rebalance waits for the member to rejoin, defaults to it.
+	SessionTimeout, RebalanceTimeout time.Duration
+	// MaxPoll is the most records one Poll returns, and so one transaction carries. Default
+	// DefaultMaxPoll.
+	MaxPoll int
+	// Protocol is ProtocolClassic (default) or ProtocolConsumer.
+	Protocol string
+}
+
+// withDefaults validates c and fills in its defaults. Errors name the field.
+func (c Config) withDefaults() (Config, error) {
+	bad := func(field, format string, args ...any) (Config, error) {
+		return c, fmt.Errorf("%w: %s: %s", transport.ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Group == "":
+		return bad("Group", "required")
+	case c.Input == "":
+		return bad("Input", "required")
+	case c.Output == "":
+		return bad("Output", "required")
+	case c.Input == c.Output:
+		return bad("Output", "%q is the input topic too", c.Output)
+	case c.TransactionalID == "":
+		return bad("TransactionalID", "required")
+	case c.SessionTimeout < 0:
+		return bad("SessionTimeout", "must not be negative, got %v", c.SessionTimeout)
+	case c.RebalanceTimeout < 0:
+		return bad("RebalanceTimeout", "must not be negative, got %v", c.RebalanceTimeout)
+	case c.MaxPoll < 0:
+		return bad("MaxPoll", "must not be negative, got %d", c.MaxPoll)
+	}
+	switch c.Protocol {
+	case "":
+		c.Protocol = ProtocolClassic
+	case ProtocolClassic, ProtocolConsumer:
+	default:
+		return bad("Protocol", "%q, want %s or %s", c.Protocol, ProtocolClassic, ProtocolConsumer)
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = c.SessionTimeout
+	}
+	if c.MaxPoll == 0 {
+		c.MaxPoll = DefaultMaxPoll
+	}
+	// The connection is validated as the lease transport's (ClientOptions); its topic fields
+	// mean nothing here and must not fail that.
+	if c.Conn.TopicPartitions == 0 {
+		c.Conn.TopicPartitions = transport.DefaultTopicPartitions
+	}
+	if c.Conn.TopicReplication == 0 {
+		c.Conn.TopicReplication = transport.DefaultTopicReplication
+	}
+	if c.Conn.RequestTimeout == 0 {
+		c.Conn.RequestTimeout = transport.DefaultRequestTimeout
+	}
+	if c.Conn.Logger == nil {
+		c.Conn.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Record is an input record a member polled.
+type Record struct {
+	Partition  int32
+	Offset     int64
+	Key, Value []byte
+}
+
+// Batch is what one Poll returned: the records, in offset order per partition, and the group
+// metadata they were polled under.
+type Batch struct {
+	Records []Record
+	// MemberID and Generation are the member's identity in the group when it polled:
+	// Generation is the classic protocol's generation or KIP-848's member epoch.
+	MemberID   string
+	Generation int32
+}
+
+// Offsets returns the offset to commit for each input partition of b: one past its last record.
+func (b Batch) Offsets() map[int32]int64 {
+	out := map[int32]int64{}
+	for _, r := range b.Records {
+		out[r.Partition] = max(out[r.Partition], r.Offset+1)
+	}
+	return out
+}
+
+// Output is a record to produce: Partition is the input partition it was made from, which is
+// also its output partition.
+type Output struct {
+	Partition  int32
+	Key, Value []byte
+}
+
+// Result is what became of one transaction.
+type Result struct {
+	// Outcome is transport.OK when the transaction committed, transport.Fail when it certainly
+	// did not (it was aborted, or never asked to commit: nothing of it will ever be read
+	// committed), transport.Unknown when the member cannot know.
+	Outcome transport.Outcome
+	// Token is the producer's (id, epoch) the transaction ran under; zero when the member had
+	// none yet.
+	Token transport.FencingToken
+	// Err says why the transaction did not commit (nil with OK).
+	Err error
+}
+
+// Member is one member of a pipeline's consumer group with its own transactional producer.
+//
+// The contract:
+//   - Poll returns records of the input partitions the member owns, read committed, in offset
+//     order per partition, with the group metadata they were polled under.
+//   - Transact commits, in one transaction, the outputs and the input offsets past the
+//     batch's records, sent with the batch's group metadata, so that the group coordinator
+//     refuses them if the member's generation was superseded since it polled. It never
+//     reports a transaction committed that was not, nor aborted one that may commit; when it
+//     cannot know, the outcome is Unknown.
+//   - After a transaction that did not commit, the member's position is back at its group's
+//     committed offsets, fetched stable (no transaction on them still open), so that the
+//     batch's records are polled again, by this member or by the partition's new owner.
+//   - After an Unknown outcome the member may be unusable (its producer failed): Close it and
+//     start another with the same Config; the new producer fences the old.
+//
+// A member is used by one goroutine at a time.
+type Member interface {
+	// Poll waits until records arrive or ctx ends, and returns at most Config.MaxPoll of them.
+	// When ctx ends first it returns an empty batch and ctx's error.
+	Poll(ctx context.Context) (Batch, error)
+	// Transact produces outs to the output topic and commits them with b's offsets.
+	Transact(ctx context.Context, b Batch, outs []Output) Result
+	// Close leaves the group and closes the member's clients.
+	Close()
+}
+
+// New starts a member of kind (KindSession or KindPlain) with cfg. It does not wait for the
+// group: the first Poll joins it.
+func New(ctx context.Context, kind string, cfg Config) (Member, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case KindSession:
+		return newSession(ctx, cfg)
+	case KindPlain:
+		return newPlain(ctx, cfg)
+	}
+	return nil, fmt.Errorf("%w: kind %q, want one of %v", transport.ErrInvalidConfig, kind, Kinds)
+}
+
+// ErrFenced marks a transaction refused because the member was fenced: its generation was
+// superseded (the group refused its offsets) or its producer was (the transactional id's
+// epoch moved on).
+var ErrFenced = errors.New("fenced")

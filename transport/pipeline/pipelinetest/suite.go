@@ -1,0 +1,466 @@
+// Package pipelinetest is the conformance suite every pipeline member must pass against a real
+// cluster: a copy from an input topic to an output topic that stays exactly-once while members
+// join, leave and become zombies. It is to pipeline.Member what transporttest is to the lease
+// transport.
+package pipelinetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencecheck/fencecheck/transport"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
+)
+
+// Env describes the cluster under test and the member to build on it.
+type Env struct {
+	// Bootstrap is the cluster's bootstrap address list.
+	Bootstrap string
+	// Kind is the member under test (pipeline.KindSession, pipeline.KindPlain).
+	Kind string
+	// Protocol is the group protocol (default classic).
+	Protocol string
+	// SessionTimeout of the members: the zombie test waits past it. The cluster must allow
+	// it (group.min.session.timeout.ms). Default 2s.
+	SessionTimeout time.Duration
+	// Replication of the topics. Default 1.
+	Replication int16
+}
+
+var seq atomic.Int64
+
+// Run runs every conformance test against env. Each test has its own topics and group.
+func Run(t *testing.T, env Env) {
+	if env.SessionTimeout == 0 {
+		env.SessionTimeout = 2 * time.Second
+	}
+	if env.Replication == 0 {
+		env.Replication = 1
+	}
+	s := &suite{env: env}
+	tests := []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"new - invalid config - names the field", s.testConfigErrors},
+		{"copy - one member - every record's output committed once, in order", s.testCopy},
+		{"rebalance - members join and leave - still exactly once", s.testRebalance},
+		{"zombie - cut off past its session timeout - its batch does not commit", s.testZombie},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.fn)
+	}
+}
+
+type suite struct{ env Env }
+
+// pipe is one test's topics and group.
+type pipe struct {
+	bootstrap            string
+	input, output, group string
+	partitions           int32
+	adm                  *kadm.Client
+	cl                   *kgo.Client
+}
+
+func (s *suite) newPipe(t *testing.T, partitions int32) *pipe {
+	t.Helper()
+	n := seq.Add(1)
+	p := &pipe{
+		bootstrap:  s.env.Bootstrap,
+		input:      fmt.Sprintf("pipeline-in-%d-%d", time.Now().UnixNano()%1e6, n),
+		output:     fmt.Sprintf("pipeline-out-%d-%d", time.Now().UnixNano()%1e6, n),
+		group:      fmt.Sprintf("pipeline-group-%d-%d", time.Now().UnixNano()%1e6, n),
+		partitions: partitions,
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(s.env.Bootstrap, ",")...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	p.cl, p.adm = cl, kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, topic := range []string{p.input, p.output} {
+		if _, err := p.adm.CreateTopic(ctx, partitions, s.env.Replication, nil, topic); err != nil {
+			t.Fatalf("create %s: %v", topic, err)
+		}
+	}
+	return p
+}
+
+// seed writes n records to the input, record i to partition i mod partitions with value "i".
+func (p *pipe) seed(t *testing.T, from, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rs []*kgo.Record
+	for i := from; i < from+n; i++ {
+		rs = append(rs, &kgo.Record{Topic: p.input, Partition: int32(i) % p.partitions, Value: []byte(strconv.Itoa(i))})
+	}
+	if err := p.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("seed the input: %v", err)
+	}
+}
+
+func (s *suite) config(p *pipe, id string) pipeline.Config {
+	conn := transport.NewConfig(s.env.Bootstrap, 10*time.Second)
+	conn.RequestTimeout = 5 * time.Second
+	return pipeline.Config{Conn: conn, Group: p.group, Input: p.input, Output: p.output,
+		TransactionalID: p.group + "/" + id, SessionTimeout: s.env.SessionTimeout, Protocol: s.env.Protocol, MaxPoll: 5}
+}
+
+// output is what a member makes of an input record: "partition/offset/value/member".
+func output(r pipeline.Record, member string) pipeline.Output {
+	return pipeline.Output{Partition: r.Partition, Value: fmt.Appendf(nil, "%d/%d/%s/%s", r.Partition, r.Offset, r.Value, member)}
+}
+
+// member runs one member's loop until stopped: poll, transact what it polled. It counts the
+// transactions by outcome.
+type member struct {
+	name string
+	once sync.Once
+	quit chan struct{}
+	done chan struct{}
+	outs  map[transport.Outcome]int // the loop's until done is closed
+	fails []string                  // the first transactions that did not commit, and why
+	err   error
+}
+
+// start starts a member named name and its loop. The loop stops between transactions, so
+// that stopping it leaves no transaction open.
+func (s *suite) start(t *testing.T, p *pipe, name string) *member {
+	t.Helper()
+	m, err := pipeline.New(context.Background(), s.env.Kind, s.config(p, name))
+	if err != nil {
+		t.Fatalf("member %s: %v", name, err)
+	}
+	mb := &member{name: name, outs: map[transport.Outcome]int{}, quit: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { mb.stop(t) }) // a test that fails early stops it too
+	go func() {
+		defer close(mb.done)
+		defer func() { m.Close() }()
+		for {
+			select {
+			case <-mb.quit:
+				return
+			default:
+			}
+			pctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			b, _ := m.Poll(pctx)
+			cancel()
+			if len(b.Records) == 0 {
+				continue
+			}
+			var outs []pipeline.Output
+			for _, r := range b.Records {
+				outs = append(outs, output(r, name))
+			}
+			tctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			res := m.Transact(tctx, b, outs)
+			cancel()
+			mb.outs[res.Outcome]++
+			if res.Outcome != transport.OK && len(mb.fails) < 3 {
+				mb.fails = append(mb.fails, fmt.Sprintf("%v: %v", res.Outcome, res.Err))
+			}
+			if res.Outcome == transport.Unknown { // the contract: start another
+				m.Close()
+				if m, err = pipeline.New(context.Background(), s.env.Kind, s.config(p, name)); err != nil {
+					mb.err = err
+					return
+				}
+			}
+		}
+	}()
+	return mb
+}
+
+// stop ends the member's loop (between transactions) and closes it; again, it does nothing.
+func (mb *member) stop(t *testing.T) {
+	t.Helper()
+	stopped := false
+	mb.once.Do(func() { close(mb.quit); stopped = true })
+	<-mb.done
+	if !stopped {
+		return
+	}
+	if mb.err != nil {
+		t.Errorf("member %s: %v", mb.name, mb.err)
+	}
+	t.Logf("member %s: %v committed, %v failed, %v unknown; first not committed: %q", mb.name,
+		mb.outs[transport.OK], mb.outs[transport.Fail], mb.outs[transport.Unknown], mb.fails)
+}
+
+// copied reads the output at read_committed and returns, per input partition, the input
+// offsets whose outputs it holds, in output order. To know where the output ends it first
+// writes a sentinel to each output partition, outside any transaction, and reads until it
+// has every sentinel: what it read before them is everything committed before the read.
+func (p *pipe) copied(t *testing.T) map[int32][]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var ends []*kgo.Record
+	for part := range p.partitions {
+		ends = append(ends, &kgo.Record{Topic: p.output, Partition: part, Value: []byte("end")})
+	}
+	if err := p.cl.ProduceSync(ctx, ends...).FirstErr(); err != nil {
+		t.Fatalf("the output's sentinels: %v", err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(p.bootstrap, ",")...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.output: partitionsAt(p.partitions, kgo.NewOffset().AtStart())}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DisableClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	out := map[int32][]int64{}
+	left := int(p.partitions)
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading the output: %v (%d sentinels not read)", ctx.Err(), left)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) == "end" {
+				left--
+				return
+			}
+			f := strings.Split(string(r.Value), "/")
+			in, _ := strconv.ParseInt(f[0], 10, 32)
+			off, _ := strconv.ParseInt(f[1], 10, 64)
+			if int32(in) != r.Partition {
+				t.Errorf("output %q at %s[%d]@%d: made from input partition %d", r.Value, r.Topic, r.Partition, r.Offset, in)
+			}
+			out[int32(in)] = append(out[int32(in)], off)
+		})
+	}
+	return out
+}
+
+func partitionsAt(n int32, o kgo.Offset) map[int32]kgo.Offset {
+	out := map[int32]kgo.Offset{}
+	for p := range n {
+		out[p] = o
+	}
+	return out
+}
+
+// exactlyOnce fails t unless the committed output holds every input offset below ends exactly
+// once, per partition in input order, and the group committed ends.
+func (p *pipe) exactlyOnce(t *testing.T, ends map[int32]int64) {
+	t.Helper()
+	got := p.copied(t)
+	for part := range p.partitions {
+		want := make([]int64, ends[part])
+		for i := range want {
+			want[i] = int64(i)
+		}
+		if !slices.Equal(got[part], want) {
+			t.Errorf("input partition %d: the committed output holds offsets %v, want each of 0..%d once, in order", part, got[part], ends[part]-1)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := p.adm.FetchOffsets(kadm.RequireStable(ctx), p.group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part := range p.partitions {
+		o, _ := offs.Lookup(p.input, part)
+		if o.At != ends[part] {
+			t.Errorf("input partition %d: the group committed %d, want %d", part, o.At, ends[part])
+		}
+	}
+}
+
+// await polls cond until it holds or the minute ends.
+func await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// committedAll reports whether the group committed ends on every input partition.
+func (p *pipe) committedAll(ends map[int32]int64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	offs, err := p.adm.FetchOffsets(ctx, p.group)
+	if err != nil {
+		return false
+	}
+	for part, end := range ends {
+		if o, ok := offs.Lookup(p.input, part); !ok || o.At != end {
+			return false
+		}
+	}
+	return true
+}
+
+func endsOf(partitions int32, n int) map[int32]int64 {
+	ends := map[int32]int64{}
+	for i := range n {
+		ends[int32(i)%partitions]++
+	}
+	return ends
+}
+
+func (s *suite) testConfigErrors(t *testing.T) {
+	valid := pipeline.Config{Conn: transport.NewConfig(s.env.Bootstrap, 10*time.Second), Group: "g", Input: "in", Output: "out", TransactionalID: "g/1"}
+	cases := []struct {
+		field string
+		edit  func(*pipeline.Config)
+	}{
+		{"Group", func(c *pipeline.Config) { c.Group = "" }},
+		{"Input", func(c *pipeline.Config) { c.Input = "" }},
+		{"Output", func(c *pipeline.Config) { c.Output = c.Input }},
+		{"TransactionalID", func(c *pipeline.Config) { c.TransactionalID = "" }},
+		{"Protocol", func(c *pipeline.Config) { c.Protocol = "eager" }},
+		{"SessionTimeout", func(c *pipeline.Config) { c.SessionTimeout = -time.Second }},
+		{"LeaseDuration", func(c *pipeline.Config) { c.Conn.LeaseDuration = 0 }},
+	}
+	for _, tc := range cases {
+		cfg := valid
+		tc.edit(&cfg)
+		m, err := pipeline.New(context.Background(), s.env.Kind, cfg)
+		if err == nil {
+			m.Close()
+			t.Errorf("%s: no error", tc.field)
+			continue
+		}
+		if !errors.Is(err, transport.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v, want ErrInvalidConfig naming the field", tc.field, err)
+		}
+	}
+	if _, err := pipeline.New(context.Background(), "batch", valid); err == nil || !strings.Contains(err.Error(), "kind") {
+		t.Errorf("unknown kind: %v, want an error naming the kind", err)
+	}
+}
+
+func (s *suite) testCopy(t *testing.T) {
+	p := s.newPipe(t, 3)
+	p.seed(t, 0, 30)
+	a := s.start(t, p, "a")
+	p.seed(t, 30, 30) // more input while it runs
+	ends := endsOf(3, 60)
+	await(t, "the member committed every input record", func() bool { return p.committedAll(ends) })
+	a.stop(t)
+	if a.outs[transport.OK] < 60/5 {
+		t.Errorf("%d transactions committed for 60 records of batches of at most 5", a.outs[transport.OK])
+	}
+	p.exactlyOnce(t, ends)
+}
+
+func (s *suite) testRebalance(t *testing.T) {
+	p := s.newPipe(t, 4)
+	p.seed(t, 0, 40)
+	a := s.start(t, p, "a")
+	b := s.start(t, p, "b")
+	p.seed(t, 40, 40)
+	c := s.start(t, p, "c") // a third joins
+	p.seed(t, 80, 40)
+	a.stop(t) // and the first leaves
+	p.seed(t, 120, 40)
+	ends := endsOf(4, 160)
+	await(t, "the members committed every input record", func() bool { return p.committedAll(ends) })
+	b.stop(t)
+	c.stop(t)
+	p.exactlyOnce(t, ends)
+}
+
+// testZombie: member a polls a batch and is then cut off from the cluster (every connection
+// closed, new ones refused) for twice the session timeout, so that the group gives its
+// partitions to b, which copies everything. Then a's links heal and it transacts the batch it
+// held: that must not commit, and the output stays exactly-once.
+func (s *suite) testZombie(t *testing.T) {
+	p := s.newPipe(t, 2)
+	p.seed(t, 0, 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var links cutter
+	cfg := s.config(p, "a")
+	cfg.Conn.Dial = links.dial
+	a, err := pipeline.New(ctx, s.env.Kind, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var batch pipeline.Batch
+	await(t, "member a polled a batch", func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		defer pcancel()
+		batch, _ = a.Poll(pctx)
+		return len(batch.Records) > 0
+	})
+	links.cut()
+	b := s.start(t, p, "b")
+	ends := endsOf(2, 20)
+	await(t, "member b committed every input record", func() bool { return p.committedAll(ends) })
+	links.heal()
+	var outs []pipeline.Output
+	for _, r := range batch.Records {
+		outs = append(outs, output(r, "a"))
+	}
+	res := a.Transact(ctx, batch, outs)
+	t.Logf("the zombie's transaction: %v %v (token %v, generation %d)", res.Outcome, res.Err, res.Token, batch.Generation)
+	if res.Outcome == transport.OK {
+		t.Errorf("the zombie's batch (generation %d) committed after its partitions were given to another member", batch.Generation)
+	}
+	b.stop(t)
+	p.exactlyOnce(t, ends)
+}
+
+// cutter dials through a switch: cut closes every connection it made and refuses new ones
+// until heal.
+type cutter struct {
+	mu    sync.Mutex
+	off   bool
+	conns []net.Conn
+}
+
+func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.off {
+		return nil, errors.New("links cut")
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err == nil {
+		c.conns = append(c.conns, conn)
+	}
+	return conn, err
+}
+
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off = true
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = nil
+}
+
+func (c *cutter) heal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off = false
+}

@@ -1,0 +1,183 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fencecheck/fencecheck/transport"
+)
+
+// plain is a member on kgo's consumer and transactional producer that runs the loop the Java
+// client's users write: a rebalance waits while polled records are being processed
+// (kgo.BlockRebalanceOnPoll, as a rebalance waits for poll() in kafka-clients), and the
+// member itself sends AddOffsetsToTxn and TxnOffsetCommit with the member id and generation
+// its batch was polled under (sendOffsetsToTransaction(offsets, groupMetadata)). A member
+// whose generation was superseded meanwhile (it was frozen past its session or rebalance
+// timeout) has its offsets refused and aborts.
+type plain struct {
+	cfg Config
+	cl  *kgo.Client
+	// inputID is the input topic's id, which TxnOffsetCommit v6 (KIP-1319) names the topic
+	// by; looked up once.
+	inputID [16]byte
+}
+
+func newPlain(_ context.Context, cfg Config) (*plain, error) {
+	opts, err := clientOpts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.BlockRebalanceOnPoll())...)
+	if err != nil {
+		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrInvalidConfig, Err: err, Stage: transport.StageLocal}
+	}
+	return &plain{cfg: cfg, cl: cl}, nil
+}
+
+// Poll polls; an empty batch lets a waiting rebalance go on at once, a batch holds it until
+// Transact ends.
+func (m *plain) Poll(ctx context.Context) (Batch, error) {
+	b, err := poll(ctx, m.cl, m.cfg.MaxPoll)
+	if len(b.Records) == 0 {
+		m.cl.AllowRebalance()
+	}
+	return b, err
+}
+
+func (m *plain) Transact(ctx context.Context, b Batch, outs []Output) (res Result) {
+	defer m.cl.AllowRebalance()
+	defer func() {
+		if res.Outcome != transport.OK {
+			m.rewind(ctx, b)
+		}
+	}()
+	if err := m.cl.BeginTransaction(); err != nil {
+		return Result{Outcome: transport.Fail, Err: err}
+	}
+	if err := m.cl.ProduceSync(ctx, records(outs)...).FirstErr(); err != nil {
+		return m.abort(ctx, transport.FencingToken{}, err)
+	}
+	tok := token(ctx, m.cl)
+	if err := m.sendOffsets(ctx, tok, b); err != nil {
+		return m.abort(ctx, tok, err)
+	}
+	if err := m.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		if errors.Is(err, kerr.OperationNotAttempted) { // kgo did not send the commit
+			return m.abort(ctx, tok, err)
+		}
+		// kgo's documented answer to a commit of unknown outcome: abort, which bumps the
+		// epoch and fences the transaction if it is still open. Whether it had committed
+		// stays unknown.
+		_ = m.cl.EndTransaction(ctx, kgo.TryAbort)
+		return Result{Outcome: transport.Unknown, Token: tok, Err: err}
+	}
+	return Result{Outcome: transport.OK, Token: tok}
+}
+
+// abort ends the transaction with an abort after cause. No commit was asked, so the
+// transaction cannot commit whatever the abort does: the outcome is Fail.
+func (m *plain) abort(ctx context.Context, tok transport.FencingToken, cause error) Result {
+	if tok.IsZero() {
+		tok = token(ctx, m.cl)
+	}
+	if err := m.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		cause = errors.Join(cause, fmt.Errorf("abort: %w", err))
+	}
+	if isFencing(cause) {
+		cause = fmt.Errorf("%w: %w", ErrFenced, cause)
+	}
+	return Result{Outcome: transport.Fail, Token: tok, Err: cause}
+}
+
+// sendOffsets adds the group's offsets to the transaction and commits b's offsets in it with
+// b's group metadata.
+func (m *plain) sendOffsets(ctx context.Context, tok transport.FencingToken, b Batch) error {
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID = m.cfg.TransactionalID
+	add.ProducerID, add.ProducerEpoch = tok.ProducerID, tok.Epoch
+	add.Group = m.cfg.Group
+	addResp, err := add.RequestWith(ctx, m.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(addResp.ErrorCode)
+	}
+	if err != nil {
+		return fmt.Errorf("AddOffsetsToTxn: %w", err)
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID = m.cfg.TransactionalID
+	req.Group = m.cfg.Group
+	req.ProducerID, req.ProducerEpoch = tok.ProducerID, tok.Epoch
+	req.MemberID, req.Generation = b.MemberID, b.Generation
+	if m.inputID == ([16]byte{}) {
+		topics, err := kadm.NewClient(m.cl).ListTopics(ctx, m.cfg.Input)
+		if err == nil {
+			err = topics.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("the input topic's id: %w", err)
+		}
+		m.inputID = topics[m.cfg.Input].ID
+	}
+	t := kmsg.NewTxnOffsetCommitRequestTopic()
+	t.Topic, t.TopicID = m.cfg.Input, m.inputID
+	offsets := b.Offsets()
+	for _, p := range slices.Sorted(maps.Keys(offsets)) {
+		tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		tp.Partition, tp.Offset, tp.LeaderEpoch = p, offsets[p], -1
+		t.Partitions = append(t.Partitions, tp)
+	}
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, m.cl)
+	if err != nil {
+		return fmt.Errorf("TxnOffsetCommit: %w", err)
+	}
+	var errs []error
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				errs = append(errs, fmt.Errorf("TxnOffsetCommit %s[%d]: %w", rt.Topic, rp.Partition, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rewind sets the position of b's partitions back to the group's committed offsets, fetched
+// stable: the records of a transaction that did not commit are polled again. A partition
+// with no committed offset goes back to its first record of b (the group starts at the
+// beginning). When the fetch fails the client is left as it is: its next transaction's
+// offsets then skip b, which the checker sees as loss, the honest verdict on a member that
+// could not learn where to resume.
+func (m *plain) rewind(ctx context.Context, b Batch) {
+	first := map[int32]int64{}
+	for _, r := range b.Records {
+		if o, ok := first[r.Partition]; !ok || r.Offset < o {
+			first[r.Partition] = r.Offset
+		}
+	}
+	parts := slices.Sorted(maps.Keys(first))
+	at, err := committed(ctx, m.cl, m.cfg.Group, m.cfg.Input, parts)
+	if err != nil {
+		m.cfg.Conn.Logger.Warn("pipeline member: cannot fetch the committed offsets to rewind to", "group", m.cfg.Group, "err", err)
+		return
+	}
+	set := map[int32]kgo.EpochOffset{}
+	for _, p := range parts {
+		o, ok := at[p]
+		if !ok {
+			o = first[p]
+		}
+		set[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+	}
+	m.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{m.cfg.Input: set})
+}
+
+func (m *plain) Close() { m.cl.Close() }

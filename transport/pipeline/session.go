@@ -1,0 +1,63 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencecheck/fencecheck/transport"
+)
+
+// errSessionAborted is what a session's transaction that ended aborted without an error
+// carries: kgo.GroupTransactSession aborts when the group rebalanced during the transaction
+// or refused its offsets (a superseded generation).
+var errSessionAborted = errors.New("aborted by the transact session: the group rebalanced or refused the offsets")
+
+// session is a member on kgo.GroupTransactSession: the session polls, aborts a transaction
+// the group rebalanced under, commits the offsets it polled past with the group's metadata,
+// and rewinds to the committed offsets after an abort. The member adds nothing to what it
+// decides, so the session itself is under test.
+type session struct {
+	cfg Config
+	s   *kgo.GroupTransactSession
+}
+
+func newSession(_ context.Context, cfg Config) (*session, error) {
+	opts, err := clientOpts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrInvalidConfig, Err: err, Stage: transport.StageLocal}
+	}
+	return &session{cfg: cfg, s: s}, nil
+}
+
+func (m *session) Poll(ctx context.Context) (Batch, error) {
+	return poll(ctx, m.s.Client(), m.cfg.MaxPoll)
+}
+
+func (m *session) Transact(ctx context.Context, b Batch, outs []Output) Result {
+	if err := m.s.Begin(); err != nil {
+		return Result{Outcome: transport.Fail, Err: err}
+	}
+	if err := m.s.ProduceSync(ctx, records(outs)...).FirstErr(); err != nil {
+		// No commit was asked: whatever the abort does, nothing of this transaction commits.
+		_, aerr := m.s.End(ctx, kgo.TryAbort)
+		return Result{Outcome: transport.Fail, Token: token(ctx, m.s.Client()), Err: errors.Join(err, aerr)}
+	}
+	tok := token(ctx, m.s.Client())
+	ok, err := m.s.End(ctx, kgo.TryCommit)
+	switch {
+	case err == nil && ok:
+		return Result{Outcome: transport.OK, Token: tok}
+	case err == nil:
+		return Result{Outcome: transport.Fail, Token: tok, Err: errSessionAborted}
+	}
+	// The session does not say how far its commit got.
+	return Result{Outcome: transport.Unknown, Token: tok, Err: err}
+}
+
+func (m *session) Close() { m.s.Close() }
