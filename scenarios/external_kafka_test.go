@@ -290,7 +290,9 @@ func runExternal(t *testing.T, name, bootstrap, commands string) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	start := func() (*harness.Outcome, error) { return harness.Run(context.Background(), s, harness.Options{Root: root, Seed: 11}) }
+	start := func() (*harness.Outcome, error) {
+		return harness.Run(context.Background(), s, harness.Options{Root: root, Seed: 11})
+	}
 	out, err := start()
 	out = mustBeValid(t, name, "a posing "+scenarios.KindExternal, 11, out, err, start)
 	if log, err := os.ReadFile(out.Dir.HarnessLog()); err == nil {

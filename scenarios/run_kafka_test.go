@@ -113,7 +113,9 @@ func TestScenariosContainers(t *testing.T) {
 			t.Fatalf("the containers cluster's client security is %v; want SASL_SSL", sec)
 		}
 		secrets := clusterSecrets(t, cl)
-		start := func() (*harness.Outcome, error) { return harness.Run(ctx, s, harness.Options{Root: root, Seed: seed, Cluster: cl}) }
+		start := func() (*harness.Outcome, error) {
+			return harness.Run(ctx, s, harness.Options{Root: root, Seed: seed, Cluster: cl})
+		}
 		out, err := start()
 		mustBeValid(t, name, "a SASL_SSL "+scenarios.KindContainers, seed, out, err, start)
 		// Closed first, so that the brokers' logs are complete when they are read.

@@ -52,7 +52,9 @@ func TestSecuredRunLeaksNoSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	start := func() (*harness.Outcome, error) { return harness.Run(context.Background(), s, harness.Options{Root: root, Seed: 17}) }
+	start := func() (*harness.Outcome, error) {
+		return harness.Run(context.Background(), s, harness.Options{Root: root, Seed: 17})
+	}
 	out, err := start()
 	out = mustBeValid(t, "holder-partition", "a SASL_SSL "+scenarios.KindExternal, 17, out, err, start)
 	mustLeakNoSecret(t, root, out, secrets, scenarios.SecuritySASLSSL)

@@ -131,10 +131,10 @@ func output(r pipeline.Record, member string) pipeline.Output {
 // member runs one member's loop until stopped: poll, transact what it polled. It counts the
 // transactions by outcome.
 type member struct {
-	name string
-	once sync.Once
-	quit chan struct{}
-	done chan struct{}
+	name  string
+	once  sync.Once
+	quit  chan struct{}
+	done  chan struct{}
 	outs  map[transport.Outcome]int // the loop's until done is closed
 	fails []string                  // the first transactions that did not commit, and why
 	err   error
