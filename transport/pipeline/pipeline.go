@@ -68,7 +68,9 @@ type Config struct {
 	TransactionalID string
 	// SessionTimeout is how long the group coordinator waits for the member's heartbeat before
 	// it takes its partitions away. Default DefaultSessionTimeout. RebalanceTimeout, how long a
-	// rebalance waits for the member to rejoin, defaults to it.
+	// rebalance waits for the member to rejoin, defaults to it. Under ProtocolConsumer the
+	// session timeout is the group's, set on the cluster (group.consumer.session.timeout.ms,
+	// 45 s by default), and this one is not used.
 	SessionTimeout, RebalanceTimeout time.Duration
 	// MaxPoll is the most records one Poll returns, and so one transaction carries. Default
 	// DefaultMaxPoll.

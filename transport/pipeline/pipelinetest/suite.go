@@ -33,7 +33,9 @@ type Env struct {
 	// Protocol is the group protocol (default classic).
 	Protocol string
 	// SessionTimeout of the members: the zombie test waits past it. The cluster must allow
-	// it (group.min.session.timeout.ms). Default 2s.
+	// it (group.min.session.timeout.ms). Default 2s. Under the consumer protocol the session
+	// timeout is the cluster's (group.consumer.session.timeout.ms): keep it as short, or the
+	// zombie test waits for it.
 	SessionTimeout time.Duration
 	// Replication of the topics. Default 1.
 	Replication int16
