@@ -26,16 +26,24 @@ func testSettings(n int) map[string]string {
 	rf := min(3, n)
 	isr := min(2, rf)
 	return map[string]string{
-		"default.replication.factor":                                  itoa(rf),
-		"min.insync.replicas":                                         itoa(isr),
-		"offsets.topic.replication.factor":                            itoa(rf),
-		"transaction.state.log.replication.factor":                    itoa(rf),
-		"transaction.state.log.min.isr":                               itoa(isr),
-		"share.coordinator.state.topic.replication.factor":            itoa(rf),
-		"share.coordinator.state.topic.min.isr":                       itoa(isr),
-		"unclean.leader.election.enable":                              "false",
-		"auto.leader.rebalance.enable":                                "false",
-		"group.initial.rebalance.delay.ms":                            "0",
+		"default.replication.factor":                       itoa(rf),
+		"min.insync.replicas":                              itoa(isr),
+		"offsets.topic.replication.factor":                 itoa(rf),
+		"transaction.state.log.replication.factor":         itoa(rf),
+		"transaction.state.log.min.isr":                    itoa(isr),
+		"share.coordinator.state.topic.replication.factor": itoa(rf),
+		"share.coordinator.state.topic.min.isr":            itoa(isr),
+		"unclean.leader.election.enable":                   "false",
+		"auto.leader.rebalance.enable":                     "false",
+		"group.initial.rebalance.delay.ms":                 "0",
+		// Pipeline members are made zombies by being cut off past their session timeout:
+		// allow short sessions, in both group protocols (the consumer protocol's is the
+		// group's, 45 s by default, and its floor 45 s too).
+		"group.min.session.timeout.ms":                                "1000",
+		"group.consumer.min.session.timeout.ms":                       "2000",
+		"group.consumer.session.timeout.ms":                           "6000",
+		"group.consumer.min.heartbeat.interval.ms":                    "500",
+		"group.consumer.heartbeat.interval.ms":                        "1000",
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 		"transaction.max.timeout.ms":                                  "3600000",
 		// Like kfake's default, so both backends agree on topic creation.
