@@ -208,7 +208,7 @@ type Member interface {
 	Close()
 }
 
-// New starts a member of kind (KindSession or KindPlain) with cfg. It does not wait for the
+// New starts a member of kind (KindSession, KindPlain, or a mutant's "mutant:NAME") with cfg. It does not wait for the
 // group: the first Poll joins it.
 func New(ctx context.Context, kind string, cfg Config) (Member, error) {
 	cfg, err := cfg.withDefaults()
@@ -219,9 +219,12 @@ func New(ctx context.Context, kind string, cfg Config) (Member, error) {
 	case KindSession:
 		return newSession(ctx, cfg)
 	case KindPlain:
-		return newPlain(ctx, cfg)
+		return newPlain(ctx, cfg, "")
 	}
-	return nil, fmt.Errorf("%w: kind %q, want one of %v", transport.ErrInvalidConfig, kind, Kinds)
+	if flaw, ok := mutant(kind); ok {
+		return newPlain(ctx, cfg, flaw)
+	}
+	return nil, fmt.Errorf("%w: kind %q, want one of %v or %sNAME (Mutants)", transport.ErrInvalidConfig, kind, Kinds, MutantPrefix)
 }
 
 // ErrFenced marks a transaction refused because the member was fenced: its generation was

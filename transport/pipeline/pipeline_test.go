@@ -1,6 +1,10 @@
 package pipeline_test
 
 import (
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -9,10 +13,17 @@ import (
 	"github.com/fencecheck/fencecheck/transport/pipeline/pipelinetest"
 )
 
+// mutantEnv names the mutant a child test process runs the suite on (TestMutantsFailTheSuite).
+const mutantEnv = "FENCECHECK_PIPELINE_MUTANT"
+
 // TestConformanceKfake runs the conformance suite for each member and group protocol on kfake,
 // with session timeouts short enough for the zombie test: the classic protocol's minimum
 // below the members' 2 s, and the consumer protocol's own (the group's, not the member's) 2 s.
 func TestConformanceKfake(t *testing.T) {
+	kinds := pipeline.Kinds
+	if m := os.Getenv(mutantEnv); m != "" {
+		kinds = []string{pipeline.MutantPrefix + m}
+	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
 		"group.min.session.timeout.ms":         "500",
 		"group.consumer.session.timeout.ms":    "2000",
@@ -22,11 +33,37 @@ func TestConformanceKfake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for _, kind := range pipeline.Kinds {
+	for _, kind := range kinds {
 		for _, protocol := range []string{pipeline.ProtocolClassic, pipeline.ProtocolConsumer} {
 			t.Run(kind+"/"+protocol, func(t *testing.T) {
 				pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: kind, Protocol: protocol})
 			})
 		}
+	}
+}
+
+// TestMutantsFailTheSuite runs the suite on each mutant member in a child test process and
+// requires it to fail, in the test the mutant names, under both protocols: a suite that
+// passes a broken member proves nothing.
+func TestMutantsFailTheSuite(t *testing.T) {
+	if os.Getenv(mutantEnv) != "" {
+		t.Skip("the child runs the suite only")
+	}
+	for _, m := range pipeline.Mutants {
+		t.Run(m.Name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestConformanceKfake$", "-test.v", "-test.count=1")
+			cmd.Env = append(os.Environ(), mutantEnv+"="+m.Name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suite passed mutant %s (%s):\n%s", m.Name, m.Summary, out)
+			}
+			for _, protocol := range []string{pipeline.ProtocolClassic, pipeline.ProtocolConsumer} {
+				want := regexp.MustCompile(`--- FAIL: TestConformanceKfake/` + regexp.QuoteMeta(pipeline.MutantPrefix+m.Name+"/"+protocol+"/"+strings.ReplaceAll(m.Fails, " ", "_")) + `_-_`)
+				if !want.Match(out) {
+					t.Errorf("mutant %s under the %s protocol: the suite did not fail its %q test:\n%s", m.Name, protocol, m.Fails, out)
+				}
+			}
+		})
 	}
 }

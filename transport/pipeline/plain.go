@@ -25,21 +25,27 @@ import (
 type plain struct {
 	cfg Config
 	cl  *kgo.Client
+	// flaw is the mutant's name (Mutants); "" for the real member.
+	flaw string
 	// inputID is the input topic's id, which TxnOffsetCommit v6 (KIP-1319) names the topic
 	// by; looked up once.
 	inputID [16]byte
 }
 
-func newPlain(_ context.Context, cfg Config) (*plain, error) {
+func newPlain(_ context.Context, cfg Config, flaw string) (*plain, error) {
 	opts, err := clientOpts(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.BlockRebalanceOnPoll())...)
+	opts = append(opts, kgo.BlockRebalanceOnPoll())
+	if flaw == mutantReadUncommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadUncommitted())) // the last one counts
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrInvalidConfig, Err: err, Stage: transport.StageLocal}
 	}
-	return &plain{cfg: cfg, cl: cl}, nil
+	return &plain{cfg: cfg, cl: cl, flaw: flaw}, nil
 }
 
 // Poll polls; an empty batch lets a waiting rebalance go on at once, a batch holds it until
@@ -66,6 +72,9 @@ func (m *plain) Transact(ctx context.Context, b Batch, outs []Output) (res Resul
 		return m.abort(ctx, transport.FencingToken{}, err)
 	}
 	tok := token(ctx, m.cl)
+	if m.flaw == mutantOffsetsOutsideTxn {
+		return m.commitThenOffsets(ctx, tok, b)
+	}
 	if err := m.sendOffsets(ctx, tok, b); err != nil {
 		return m.abort(ctx, tok, err)
 	}
@@ -116,6 +125,9 @@ func (m *plain) sendOffsets(ctx context.Context, tok transport.FencingToken, b B
 	req.Group = m.cfg.Group
 	req.ProducerID, req.ProducerEpoch = tok.ProducerID, tok.Epoch
 	req.MemberID, req.Generation = b.MemberID, b.Generation
+	if m.flaw == mutantGroupIDOnly {
+		req.MemberID, req.Generation = "", -1
+	}
 	if m.inputID == ([16]byte{}) {
 		topics, err := kadm.NewClient(m.cl).ListTopics(ctx, m.cfg.Input)
 		if err == nil {
@@ -148,6 +160,23 @@ func (m *plain) sendOffsets(ctx context.Context, tok transport.FencingToken, b B
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// commitThenOffsets is the offsets-outside-txn mutant's end of a transaction: it commits the
+// outputs, then the offsets with a plain OffsetCommit (with the group's metadata, as a
+// consumer's own commit carries).
+func (m *plain) commitThenOffsets(ctx context.Context, tok transport.FencingToken, b Batch) Result {
+	if err := m.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		_ = m.cl.EndTransaction(ctx, kgo.TryAbort)
+		return Result{Outcome: transport.Unknown, Token: tok, Err: err}
+	}
+	offsets := map[int32]kgo.EpochOffset{}
+	for p, o := range b.Offsets() {
+		offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+	}
+	// The outputs committed whatever becomes of the offsets: the mutant does not look.
+	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.cfg.Input: offsets}, nil)
+	return Result{Outcome: transport.OK, Token: tok}
 }
 
 // rewind sets the position of b's partitions back to the group's committed offsets, fetched

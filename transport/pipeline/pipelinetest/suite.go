@@ -60,6 +60,7 @@ func Run(t *testing.T, env Env) {
 		{"copy - one member - every record's output committed once, in order", s.testCopy},
 		{"rebalance - members join and leave - still exactly once", s.testRebalance},
 		{"zombie - cut off past its session timeout - its batch does not commit", s.testZombie},
+		{"read committed - aborted input is never copied", s.testAbortedInput},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)
@@ -75,6 +76,8 @@ type pipe struct {
 	partitions           int32
 	adm                  *kadm.Client
 	cl                   *kgo.Client
+	// inputs are the offsets of the committed input records, per partition, in order.
+	inputs map[int32][]int64
 }
 
 func (s *suite) newPipe(t *testing.T, partitions int32) *pipe {
@@ -86,6 +89,7 @@ func (s *suite) newPipe(t *testing.T, partitions int32) *pipe {
 		output:     fmt.Sprintf("pipeline-out-%d-%d", time.Now().UnixNano()%1e6, n),
 		group:      fmt.Sprintf("pipeline-group-%d-%d", time.Now().UnixNano()%1e6, n),
 		partitions: partitions,
+		inputs:     map[int32][]int64{},
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(s.env.Bootstrap, ",")...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
@@ -104,7 +108,8 @@ func (s *suite) newPipe(t *testing.T, partitions int32) *pipe {
 	return p
 }
 
-// seed writes n records to the input, record i to partition i mod partitions with value "i".
+// seed writes n records to the input, record i to partition i mod partitions with value "i",
+// and remembers their offsets.
 func (p *pipe) seed(t *testing.T, from, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -113,8 +118,39 @@ func (p *pipe) seed(t *testing.T, from, n int) {
 	for i := from; i < from+n; i++ {
 		rs = append(rs, &kgo.Record{Topic: p.input, Partition: int32(i) % p.partitions, Value: []byte(strconv.Itoa(i))})
 	}
-	if err := p.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+	res := p.cl.ProduceSync(ctx, rs...)
+	if err := res.FirstErr(); err != nil {
 		t.Fatalf("seed the input: %v", err)
+	}
+	for _, r := range res {
+		p.inputs[r.Record.Partition] = append(p.inputs[r.Record.Partition], r.Record.Offset)
+	}
+}
+
+// seedAborted writes n records to the input in a transaction that it aborts: no member may
+// ever copy them.
+func (p *pipe) seedAborted(t *testing.T, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(p.bootstrap, ",")...), kgo.TransactionalID(p.group+"/aborted-input"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Topic: p.input, Partition: int32(i) % p.partitions, Value: []byte("aborted")})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("the aborted input: %v", err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatalf("abort the input: %v", err)
 	}
 }
 
@@ -260,18 +296,16 @@ func partitionsAt(n int32, o kgo.Offset) map[int32]kgo.Offset {
 	return out
 }
 
-// exactlyOnce fails t unless the committed output holds every input offset below ends exactly
-// once, per partition in input order, and the group committed ends.
-func (p *pipe) exactlyOnce(t *testing.T, ends map[int32]int64) {
+// exactlyOnce fails t unless the committed output holds every committed input record exactly
+// once, per partition in input order, and nothing else, and the group committed the offset
+// past each partition's last input record.
+func (p *pipe) exactlyOnce(t *testing.T) {
 	t.Helper()
 	got := p.copied(t)
 	for part := range p.partitions {
-		want := make([]int64, ends[part])
-		for i := range want {
-			want[i] = int64(i)
-		}
+		want := p.inputs[part]
 		if !slices.Equal(got[part], want) {
-			t.Errorf("input partition %d: the committed output holds offsets %v, want each of 0..%d once, in order", part, got[part], ends[part]-1)
+			t.Errorf("input partition %d: the committed output holds the outputs of offsets %v, want those of %v, each once, in order", part, got[part], want)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -280,12 +314,22 @@ func (p *pipe) exactlyOnce(t *testing.T, ends map[int32]int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for part := range p.partitions {
-		o, _ := offs.Lookup(p.input, part)
-		if o.At != ends[part] {
-			t.Errorf("input partition %d: the group committed %d, want %d", part, o.At, ends[part])
+	for part, next := range p.next() {
+		if o, _ := offs.Lookup(p.input, part); o.At != next {
+			t.Errorf("input partition %d: the group committed %d, want %d", part, o.At, next)
 		}
 	}
+}
+
+// next is the offset past each input partition's last committed record.
+func (p *pipe) next() map[int32]int64 {
+	out := map[int32]int64{}
+	for part, offs := range p.inputs {
+		if len(offs) > 0 {
+			out[part] = offs[len(offs)-1] + 1
+		}
+	}
+	return out
 }
 
 // await polls cond until it holds or the minute ends.
@@ -300,28 +344,20 @@ func await(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// committedAll reports whether the group committed ends on every input partition.
-func (p *pipe) committedAll(ends map[int32]int64) bool {
+// committedAll reports whether the group committed past every input record.
+func (p *pipe) committedAll() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	offs, err := p.adm.FetchOffsets(ctx, p.group)
 	if err != nil {
 		return false
 	}
-	for part, end := range ends {
-		if o, ok := offs.Lookup(p.input, part); !ok || o.At != end {
+	for part, next := range p.next() {
+		if o, ok := offs.Lookup(p.input, part); !ok || o.At != next {
 			return false
 		}
 	}
 	return true
-}
-
-func endsOf(partitions int32, n int) map[int32]int64 {
-	ends := map[int32]int64{}
-	for i := range n {
-		ends[int32(i)%partitions]++
-	}
-	return ends
 }
 
 func (s *suite) testConfigErrors(t *testing.T) {
@@ -361,13 +397,12 @@ func (s *suite) testCopy(t *testing.T) {
 	p.seed(t, 0, 30)
 	a := s.start(t, p, "a")
 	p.seed(t, 30, 30) // more input while it runs
-	ends := endsOf(3, 60)
-	await(t, "the member committed every input record", func() bool { return p.committedAll(ends) })
+	await(t, "the member committed every input record", func() bool { return p.committedAll() })
 	a.stop(t)
 	if a.outs[transport.OK] < 60/5 {
 		t.Errorf("%d transactions committed for 60 records of batches of at most 5", a.outs[transport.OK])
 	}
-	p.exactlyOnce(t, ends)
+	p.exactlyOnce(t)
 }
 
 func (s *suite) testRebalance(t *testing.T) {
@@ -380,11 +415,21 @@ func (s *suite) testRebalance(t *testing.T) {
 	p.seed(t, 80, 40)
 	a.stop(t) // and the first leaves
 	p.seed(t, 120, 40)
-	ends := endsOf(4, 160)
-	await(t, "the members committed every input record", func() bool { return p.committedAll(ends) })
+	await(t, "the members committed every input record", func() bool { return p.committedAll() })
 	b.stop(t)
 	c.stop(t)
-	p.exactlyOnce(t, ends)
+	p.exactlyOnce(t)
+}
+
+func (s *suite) testAbortedInput(t *testing.T) {
+	p := s.newPipe(t, 2)
+	p.seed(t, 0, 10)
+	p.seedAborted(t, 10)
+	p.seed(t, 10, 10)
+	a := s.start(t, p, "a")
+	await(t, "the member committed every input record", func() bool { return p.committedAll() })
+	a.stop(t)
+	p.exactlyOnce(t)
 }
 
 // testZombie: member a polls a batch and is then cut off from the cluster (every connection
@@ -413,8 +458,7 @@ func (s *suite) testZombie(t *testing.T) {
 	})
 	links.cut()
 	b := s.start(t, p, "b")
-	ends := endsOf(2, 20)
-	await(t, "member b committed every input record", func() bool { return p.committedAll(ends) })
+	await(t, "member b committed every input record", func() bool { return p.committedAll() })
 	links.heal()
 	var outs []pipeline.Output
 	for _, r := range batch.Records {
@@ -426,7 +470,7 @@ func (s *suite) testZombie(t *testing.T) {
 		t.Errorf("the zombie's batch (generation %d) committed after its partitions were given to another member", batch.Generation)
 	}
 	b.stop(t)
-	p.exactlyOnce(t, ends)
+	p.exactlyOnce(t)
 }
 
 // cutter dials through a switch: cut closes every connection it made and refuses new ones

@@ -1,0 +1,44 @@
+package pipeline
+
+import (
+	"slices"
+	"strings"
+)
+
+// MutantPrefix marks a kind that New builds as a deliberately broken member: "mutant:NAME".
+const MutantPrefix = "mutant:"
+
+// Mutant is a deliberately broken member: a plain member with one safeguard removed. The
+// conformance suite must fail each (TestMutantsFailTheSuite), as the pipeline workload's
+// checker will have to.
+type Mutant struct {
+	Name, Summary string
+	// Fails names the conformance test that catches it.
+	Fails string
+}
+
+// The mutants' names.
+const (
+	mutantGroupIDOnly       = "group-id-only"
+	mutantOffsetsOutsideTxn = "offsets-outside-txn"
+	mutantReadUncommitted   = "read-uncommitted"
+)
+
+// Mutants lists the mutant members, each a kind "mutant:NAME" of New.
+var Mutants = []Mutant{
+	{Name: mutantGroupIDOnly, Fails: "zombie",
+		Summary: "sends its transaction's offsets with the group id alone (generation -1, no member id), as sendOffsetsToTransaction(offsets, groupId) does: nothing fences a zombie's commit"},
+	{Name: mutantOffsetsOutsideTxn, Fails: "zombie",
+		Summary: "commits its outputs in the transaction but its offsets after it, with a plain OffsetCommit: a zombie's outputs commit before the group refuses its offsets"},
+	{Name: mutantReadUncommitted, Fails: "read committed",
+		Summary: "polls its input at read_uncommitted: records of aborted input transactions are copied"},
+}
+
+// mutant returns the flaw a mutant kind names, or "" when kind is no mutant's.
+func mutant(kind string) (string, bool) {
+	name, ok := strings.CutPrefix(kind, MutantPrefix)
+	if !ok || !slices.ContainsFunc(Mutants, func(m Mutant) bool { return m.Name == name }) {
+		return "", false
+	}
+	return name, true
+}
