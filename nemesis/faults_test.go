@@ -399,8 +399,11 @@ func TestFreezeWaitsForAHolder(t *testing.T) {
 	}{{"a holder within the lease", lease / 2, nil}, {"no holder within the lease", 3 * lease, nemesis.ErrNoTarget}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			z := &lateHolder{zombie: &zombie{m: m}, holdsAt: time.Now().Add(tc.after)}
+			z := &lateHolder{zombie: &zombie{m: m}}
 			f := newFixture(t, 1, func(e *nemesis.Env) { e.Freezer = z })
+			// Timed from here, not before the fixture: its cluster's start must not eat
+			// into the window, however long a loaded machine takes.
+			z.holdsAt = time.Now().Add(tc.after)
 			inj, err := f.n.Prepare(spec)
 			if err != nil {
 				t.Fatal(err)
@@ -452,8 +455,9 @@ func TestFreezeTakesTheSettledHolder(t *testing.T) {
 	}{{"settles within the lease", lease / 2, next}, {"never settles", 3 * lease, old}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			z := &settling{zombie: &zombie{m: old}, next: next, settleAt: time.Now().Add(tc.after)}
+			z := &settling{zombie: &zombie{m: old}, next: next}
 			f := newFixture(t, 2, func(e *nemesis.Env) { e.Freezer = z })
+			z.settleAt = time.Now().Add(tc.after) // after the fixture's start, as above
 			inj, err := f.n.Prepare(spec)
 			if err != nil {
 				t.Fatal(err)
@@ -515,8 +519,9 @@ func (h *handoff) Thaw(_ context.Context, m nemesis.Member) error {
 func TestFreezeFollowsTheHolder(t *testing.T) {
 	from := nemesis.Member{Process: 1, Role: "role-1", ID: "m1"}
 	to := nemesis.Member{Process: 2, Role: "role-1", ID: "m2"}
-	h := &handoff{from: from, to: to, at: time.Now().Add(lease / 2), armed: map[nemesis.Member]bool{}}
+	h := &handoff{from: from, to: to, armed: map[nemesis.Member]bool{}}
 	f := newFixture(t, 2, func(e *nemesis.Env) { e.Freezer = h })
+	h.at = time.Now().Add(lease / 2) // after the fixture's start: setup must see the old holder
 	inj, err := f.n.Prepare(nemesis.Spec{Fault: "freeze", Target: nemesis.Target{Role: "role-1"}, Params: nemesis.Params{Point: "before-write"}})
 	if err != nil {
 		t.Fatal(err)

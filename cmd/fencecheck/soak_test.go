@@ -291,8 +291,17 @@ func TestCheckKeepsInterruptedInconclusive(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	out := t.TempDir()
+	// The re-check must turn a valid run inconclusive, so the run must be valid: a 2 s run on
+	// a starved machine may miss its promised handoff (exit 2) and is then run again, at most
+	// twice. An invalid run or a harness error fails at once.
 	b, err := exec.Command(bin, "run", "steady", "--duration", "2s", "--out", out).CombinedOutput()
-	if code := exitCode(t, err); code != 0 {
+	code := exitCode(t, err)
+	for try := 1; code == 2 && try <= 2; try++ {
+		t.Logf("run %d inconclusive, running it again:\n%s", try, b)
+		b, err = exec.Command(bin, "run", "steady", "--duration", "2s", "--out", out).CombinedOutput()
+		code = exitCode(t, err)
+	}
+	if code != 0 {
 		t.Fatalf("run: exit %d:\n%s", code, b)
 	}
 	dir := filepath.Join(out, "latest")

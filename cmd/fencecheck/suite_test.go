@@ -245,7 +245,9 @@ systems:
 	for k := 1; k <= 2; k++ {
 		out := filepath.Join(tmp, "runner-"+strconv.Itoa(k))
 		b, err := exec.Command(bin, "suite", file, "--runner", strconv.Itoa(k)+"/2", "--out", out).CombinedOutput()
-		if code := exitCode(t, err); code != 0 {
+		// 2 is an inconclusive cell (a 2 s run on a starved machine may miss its promised
+		// handoff): it still ran its share, which is what this test judges, not the verdict.
+		if code := exitCode(t, err); code != 0 && code != 2 {
 			t.Fatalf("runner %d/2: exit %d:\n%s", k, code, b)
 		}
 		// The plan's line "  runner K (12s): all/kfake-tv2" names what the job says it runs.
