@@ -117,7 +117,7 @@ func TestScenariosContainers(t *testing.T) {
 			return harness.Run(ctx, s, harness.Options{Root: root, Seed: seed, Cluster: cl})
 		}
 		out, err := start()
-		mustBeValid(t, name, "a SASL_SSL "+scenarios.KindContainers, seed, out, err, start)
+		out = mustBeValid(t, name, "a SASL_SSL "+scenarios.KindContainers, seed, out, err, start)
 		// Closed first, so that the brokers' logs are complete when they are read.
 		if err := closeCluster(); err != nil {
 			t.Fatal(err)

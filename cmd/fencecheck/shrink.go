@@ -33,8 +33,8 @@ result's reproduction rate. --budget bounds the whole shrink: the search stops e
 to leave time for the fresh tries (estimated from the candidates' measured tries), and a
 fresh try that would not end within the budget is not started; shrink.json says how many
 ran ("7/8 within the budget, 10 asked"). --candidates bounds the search by work instead:
-on a loaded machine a budget in time buys fewer candidates, so a CI job that must reach the
-same result every time sets --candidates and a --budget that never binds. The best result
+on a loaded machine a budget in time buys fewer candidates, so a CI job whose search must go
+as far every time sets --candidates and a --budget that never binds. The best result
 so far is written after every improvement; Ctrl-C stops the search and keeps it.
 
 Exit codes: 0 a result that reproduced, 2 interrupted or not reproduced in the fresh tries
@@ -70,7 +70,7 @@ Exit codes: 0 a result that reproduced, 2 interrupted or not reproduced in the f
 	fl.DurationVar(&opts.Budget, "budget", 10*time.Minute, "time for the whole shrink: the search and the fresh tries")
 	fl.IntVar(&opts.Tries, "tries", 0, "tries per candidate (default 3 on the embedded cluster, 1 on the others)")
 	fl.IntVar(&opts.Confirm, "confirm", 0, "fresh tries that measure the result's reproduction rate (default 10 on the embedded cluster, 3 on the others; -1: none)")
-	fl.IntVar(&opts.Candidates, "candidates", 0, "at most this many candidates (0: no bound but --budget); with a --budget that never binds, the result no longer depends on the machine's speed")
+	fl.IntVar(&opts.Candidates, "candidates", 0, "at most this many candidates (0: no bound but --budget); with a --budget that never binds, the search goes as far on a loaded machine as on an idle one")
 	fl.IntVar(&opts.Parallel, "parallel", 0, "tries run at once (default 4 on the embedded cluster, whose runs mostly wait on lease timers; 1 on the others)")
 	fl.IntVar(&opts.MinFails, "min-fails", 1, "failing tries a candidate needs to be kept")
 	fl.StringSliceVar(&opts.Guarantees, "guarantee", nil, "the guarantee a try must break (repeatable; default: every guarantee the run broke, any one counts)")

@@ -141,12 +141,14 @@ func TestCandidatesBoundTheSearch(t *testing.T) {
 	}
 }
 
-// timed is a tryFunc whose tries take the scenario's duration and overhead more, or end at
-// once, not done, when ctx ends first; every try it ran is in tries.
+// timed is a tryFunc whose tries take the scenario's duration and overhead more (slow, if
+// they start at slowFrom or later), or end at once, not done, when ctx ends first; every try it
+// ran is in tries.
 type timed struct {
-	overhead time.Duration
-	mu       sync.Mutex
-	tries    []timedTry
+	overhead, slow time.Duration
+	slowFrom       time.Time
+	mu             sync.Mutex
+	tries          []timedTry
 }
 
 type timedTry struct {
@@ -157,7 +159,11 @@ type timedTry struct {
 
 func (f *timed) run(ctx context.Context, s *scenarios.Scenario, seed uint64) (tryOut, error) {
 	start := time.Now()
-	t := time.NewTimer(s.Duration.D() + f.overhead)
+	d := s.Duration.D() + f.overhead
+	if !f.slowFrom.IsZero() && !start.Before(f.slowFrom) {
+		d = f.slow
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	out := tryOut{seed: seed, broken: []string{"fenced-stale-write"}}
 	select {
@@ -173,52 +179,62 @@ func (f *timed) run(ctx context.Context, s *scenarios.Scenario, seed uint64) (tr
 }
 
 // TestShrinkStaysWithinBudget gives a shrink whose tries take 1.5 s (1.2 s of scenario and
-// 0.3 s of overhead) a 14 s budget and asks for 40 fresh tries: ten rounds of four, more than
-// the half of the budget the search keeps for them. The search must
-// stop early enough to leave time for fresh tries, the confirmation must start only tries that
-// are expected to end within the budget, a try still running at the end of the budget must be
-// cut off and not counted, and shrink.json and scenario.yaml must say how many ran of how many
-// asked. The tries' times are fixed by the stand-in, so none of this depends on the machine's
-// speed; the one bound in wall-clock time is that the shrink returns within 2 s of its
-// deadline when its tries end at once on being cut off.
+// 0.3 s of overhead) a 16 s budget and asks for 40 fresh tries: ten rounds of four, more than
+// the half of the budget the search keeps for them. The tries that start in the budget's last
+// 3 s take 3 s instead, longer than the shrink can know, so the last round that fits by the
+// estimate is still running at the deadline. The search must stop early enough to leave time
+// for fresh tries, the confirmation must start only tries that are expected to end within
+// the budget, the tries running at the deadline must be cut off and not counted, and
+// shrink.json and scenario.yaml must say how many ran of how many asked. The tries' times are
+// fixed by the stand-in, so none of this depends on the machine's speed; the one bound in
+// wall-clock time is that the shrink returns within 2 s of its deadline when its tries end at
+// once on being cut off.
 func TestShrinkStaysWithinBudget(t *testing.T) {
 	o := fakeOrigin(t, 1200*time.Millisecond, "at 300ms partition p2 from all for 500ms")
-	f := &timed{overhead: 300 * time.Millisecond}
+	const budget = 16 * time.Second
+	began := time.Now()
+	deadline := began.Add(budget)
+	f := &timed{overhead: 300 * time.Millisecond, slow: 3 * time.Second, slowFrom: deadline.Add(-3 * time.Second)}
 	out := t.TempDir()
 	var progress strings.Builder
-	const budget = 14 * time.Second
-	began := time.Now()
 	res, err := run(context.Background(), o, Options{Out: out, Budget: budget, Tries: 2, Confirm: 40, Progress: &progress}, f.run)
 	took := time.Since(began)
 	t.Logf("took %v; progress:\n%s", took, progress.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := began.Add(budget)
 	if took > budget+2*time.Second {
 		t.Errorf("the shrink took %v, more than its %v budget and 2 s", took, budget)
 	}
 	if len(res.Candidates) == 0 {
 		t.Error("no candidate tried: the time kept for the fresh tries left none for the search")
 	}
-	confirmed := 0
+	confirmed, cut := 0, 0
 	for _, tr := range f.tries {
 		if tr.seed < 1000 {
 			continue
 		}
-		if tr.done {
+		switch {
+		case tr.done:
 			confirmed++
-		}
-		if tr.done && tr.end.After(deadline) {
-			t.Errorf("fresh try seed %d ended %v after the deadline: it should have been cut off", tr.seed, tr.end.Sub(deadline))
+			if tr.end.After(deadline) {
+				t.Errorf("fresh try seed %d ended %v after the deadline: it should have been cut off", tr.seed, tr.end.Sub(deadline))
+			}
+		case tr.end.Before(deadline):
+			t.Errorf("fresh try seed %d was cut off %v before the deadline", tr.seed, deadline.Sub(tr.end))
+		default:
+			cut++
 		}
 		// The estimate of a try is the longest measured: 1.5 s, known before any fresh try.
 		if tr.start.Add(1500 * time.Millisecond).After(deadline.Add(100 * time.Millisecond)) {
 			t.Errorf("fresh try seed %d started %v before the deadline: it could not end within the budget", tr.seed, deadline.Sub(tr.start))
 		}
 	}
+	if cut == 0 {
+		t.Error("no fresh try was running at the deadline: the cut-off is not exercised")
+	}
 	if res.Asked != 40 || res.Tries == 0 || res.Tries >= 40 || res.Tries != confirmed {
-		t.Errorf("%d fresh tries counted (%d ended) of %d asked: want some of the 40 asked, not all, each that ended", res.Tries, confirmed, res.Asked)
+		t.Errorf("%d fresh tries counted (%d ended, %d cut off) of %d asked: want some of the 40 asked, not all, each that ended", res.Tries, confirmed, cut, res.Asked)
 	}
 	var file struct {
 		Fails, Tries, Asked int
@@ -233,5 +249,27 @@ func TestShrinkStaysWithinBudget(t *testing.T) {
 	text, _ := os.ReadFile(filepath.Join(out, ScenarioFile))
 	if want := fmt.Sprintf("/%d within the budget, 40 asked", res.Tries); !strings.Contains(string(text), want) {
 		t.Errorf("scenario.yaml's comment does not say %q:\n%s", want, text)
+	}
+}
+
+// TestSpentCandidatesDoNotGoBack: when the result reproduces too rarely and the candidates are
+// spent, the shrink must not go back to an earlier, larger plan (it could not search again to
+// make it smaller), and must say why.
+func TestSpentCandidatesDoNotGoBack(t *testing.T) {
+	o := fakeOrigin(t, 6*time.Second, "at 1s partition p2 from all for 1s", "at 2s freeze holder of r1 for 1s")
+	// Every scenario fails one try in two: each candidate is kept on one failing try
+	// (--min-fails 1), and the result reproduces about half the time.
+	half := func(_ *scenarios.Scenario, seed uint64) bool { return seed%2 == 1 }
+	var progress strings.Builder
+	res, err := run(context.Background(), o, Options{Out: t.TempDir(), Budget: time.Hour, Tries: 2, Confirm: 10, Candidates: 2, Progress: &progress}, instant(half))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := progress.String()
+	if !strings.Contains(p, "all 2 candidates were tried, so it cannot go back") || strings.Contains(p, "going back to") {
+		t.Errorf("progress does not say it cannot go back, or went back:\n%s", p)
+	}
+	if len(res.Candidates) != 2 || res.MaxCandidates != 2 {
+		t.Errorf("%d candidates, max_candidates %d: want 2 and 2", len(res.Candidates), res.MaxCandidates)
 	}
 }

@@ -46,10 +46,11 @@ type Options struct {
 	// CheckTimeout bounds each role's porcupine search in each try (checker default if 0).
 	CheckTimeout time.Duration
 	// Candidates bounds the search by work instead of time: at most this many candidates are
-	// tried, counting a second search's (see settle). 0: no bound but Budget. A shrink whose
-	// result must not depend on the machine's speed (a test, a CI job) sets Candidates and a
-	// Budget long enough never to bind: a loaded machine then takes longer to reach the same
-	// result instead of reaching a larger one.
+	// tried, counting a second search's (see settle; once they are spent, settle does not go
+	// back to an earlier plan). 0: no bound but Budget. A shrink whose search must go as far on
+	// any machine (a test, a CI job) sets Candidates and a Budget long enough never to bind: a
+	// loaded machine then takes longer to try the same number of candidates instead of trying
+	// fewer. Which candidates fail still depends on the runs.
 	Candidates int
 	// Parallel is how many tries of one candidate (or of the confirmation) run at once.
 	// Default 4 on the embedded cluster, whose runs mostly wait on lease timers; 1 on the
@@ -122,6 +123,8 @@ type Result struct {
 	// Report is the report.html of the smallest failing run.
 	Report     string      `json:"report"`
 	Candidates []Candidate `json:"candidates"`
+	// MaxCandidates is Options.Candidates (0: no bound but the budget).
+	MaxCandidates int `json:"max_candidates,omitempty"`
 	// Budget is Options.Budget; Took how long the shrink took.
 	Budget      Duration `json:"budget"`
 	Took        Duration `json:"took"`
@@ -285,7 +288,8 @@ func run(ctx context.Context, o *Origin, opts Options, try tryFunc) (*Result, er
 	sh.minFails = opts.MinFails
 	sh.kept = []kept{{p: sh.best, seeds: sh.bestSeeds, report: sh.bestReport, fails: 1, tries: 1}}
 	sh.res = &Result{Origin: o.Dir, Scenario: o.Scenario.Name, Seed: o.Info.Seed, Transport: o.Info.Transport,
-		Cluster: o.Scenario.Cluster.Kind, Guarantees: target, Before: sh.best.shape(), Budget: Duration(opts.Budget)}
+		Cluster: o.Scenario.Cluster.Kind, Guarantees: target, Before: sh.best.shape(), Budget: Duration(opts.Budget),
+		MaxCandidates: opts.Candidates}
 	bound := ""
 	if opts.Candidates > 0 {
 		bound = fmt.Sprintf(", at most %d candidates", opts.Candidates)
@@ -537,8 +541,8 @@ func (sh *shrinker) search(ctx context.Context) {
 					if ctx.Err() != nil {
 						return
 					}
-					if n := sh.opts.Candidates; n > 0 && len(sh.res.Candidates) >= n {
-						sh.say("candidates: all %d tried; the search stops", n)
+					if sh.spent() {
+						sh.say("candidates: all %d tried; the search stops", sh.opts.Candidates)
 						return
 					}
 					if !sh.fits(c.p) {
@@ -590,6 +594,12 @@ func (sh *shrinker) settle(ctx context.Context) error {
 		sh.res.Attempts = append(sh.res.Attempts, Attempt{Shape: sh.best.shape(), Script: sh.res.Script, Fails: sh.res.Fails, Tries: sh.res.Tries, Asked: sh.res.Asked})
 		rare := fmt.Sprintf("the result reproduces %d/%d, below %d/%d", sh.res.Fails, sh.res.Tries, want, sh.res.Tries)
 		back, ok := sh.flaky()
+		if ok && !sh.wentBack && sh.spent() {
+			// Going back would keep a larger plan without the second search that makes it
+			// smaller again.
+			sh.say("%s; all %d candidates were tried, so it cannot go back to #%d and search again", rare, sh.opts.Candidates, back.n)
+			sh.wentBack, ok = true, false
+		}
 		switch d, orig := sh.best.s.Duration.D(), sh.res.Before.Duration; {
 		case ok && !sh.wentBack:
 			if left := time.Until(sh.deadline); left < min(sh.confirmTime(back.p), sh.opts.Budget/2) {
@@ -623,6 +633,11 @@ func (sh *shrinker) settle(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// spent reports whether the search tried as many candidates as Options.Candidates allows.
+func (sh *shrinker) spent() bool {
+	return sh.opts.Candidates > 0 && len(sh.res.Candidates) >= sh.opts.Candidates
 }
 
 // unmeasured clears the result's reproduction rate when the result changes: the rate stays

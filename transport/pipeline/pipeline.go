@@ -179,6 +179,10 @@ type Result struct {
 	Token transport.FencingToken
 	// Err says why the transaction did not commit (nil with OK).
 	Err error
+	// Restart says the member cannot go on: its producer failed, an abort failed, or it could
+	// not rewind to the committed offsets. Close it and start another with the same Config;
+	// the new producer fences the old, and the new member starts at the committed offsets.
+	Restart bool
 }
 
 // Member is one member of a pipeline's consumer group with its own transactional producer.
@@ -186,16 +190,21 @@ type Result struct {
 // The contract:
 //   - Poll returns records of the input partitions the member owns, read committed, in offset
 //     order per partition, with the group metadata they were polled under.
-//   - Transact commits, in one transaction, the outputs and the input offsets past the
-//     batch's records, sent with the batch's group metadata, so that the group coordinator
-//     refuses them if the member's generation was superseded since it polled. It never
-//     reports a transaction committed that was not, nor aborted one that may commit; when it
-//     cannot know, the outcome is Unknown.
+//   - Transact commits, in one transaction, at least one output and the input offsets past
+//     the batch's records, sent with the group's metadata, so that the group coordinator
+//     refuses them if the member's generation was superseded. It never reports a transaction
+//     committed that was not, nor aborted one that may commit; when it cannot know, the
+//     outcome is Unknown.
 //   - After a transaction that did not commit, the member's position is back at its group's
-//     committed offsets, fetched stable (no transaction on them still open), so that the
-//     batch's records are polled again, by this member or by the partition's new owner.
-//   - After an Unknown outcome the member may be unusable (its producer failed): Close it and
-//     start another with the same Config; the new producer fences the old.
+//     committed offsets, so that the batch's records are polled again, by this member or by
+//     the partition's new owner.
+//   - After a Result with Restart set the member is unusable: Close it and start another.
+//
+// The members differ where the client under test decides. Plain sends the metadata its batch
+// was polled under and rewinds to offsets it fetches stable; a superseded member's refusal
+// wraps ErrFenced. Session reports what kgo.GroupTransactSession.End says: the session sends
+// the metadata it has when it commits, rewinds to the offsets it last saw committed, and its
+// "not committed" is the session's own claim, under test like the rest of it.
 //
 // A member is used by one goroutine at a time.
 type Member interface {
@@ -215,17 +224,27 @@ func New(ctx context.Context, kind string, cfg Config) (Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch kind {
-	case KindSession:
-		return newSession(ctx, cfg)
-	case KindPlain:
-		return newPlain(ctx, cfg, "")
-	}
-	if flaw, ok := mutant(kind); ok {
-		return newPlain(ctx, cfg, flaw)
+	// Each constructor's result is returned only when it is not nil: a nil *plain in the
+	// interface would not be a nil Member.
+	switch flaw, isMutant := mutant(kind); {
+	case kind == KindSession:
+		m, err := newSession(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	case kind == KindPlain || isMutant:
+		m, err := newPlain(ctx, cfg, flaw)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
 	}
 	return nil, fmt.Errorf("%w: kind %q, want one of %v or %sNAME (Mutants)", transport.ErrInvalidConfig, kind, Kinds, MutantPrefix)
 }
+
+// errNoOutput refuses a transaction without an output (see Member).
+var errNoOutput = errors.New("a transaction needs at least one output")
 
 // ErrFenced marks a transaction refused because the member was fenced: its generation was
 // superseded (the group refused its offsets) or its producer was (the transactional id's

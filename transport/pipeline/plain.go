@@ -61,12 +61,18 @@ func (m *plain) Poll(ctx context.Context) (Batch, error) {
 func (m *plain) Transact(ctx context.Context, b Batch, outs []Output) (res Result) {
 	defer m.cl.AllowRebalance()
 	defer func() {
-		if res.Outcome != transport.OK {
-			m.rewind(ctx, b)
+		if res.Outcome != transport.OK && !m.rewind(ctx, b) {
+			res.Restart = true
 		}
 	}()
+	if len(outs) == 0 {
+		// kgo sends EndTxn only for a transaction it knows has partitions; the offsets this
+		// member adds itself are not among them, so a commit would silently leave the
+		// transaction open.
+		return Result{Outcome: transport.Fail, Err: errNoOutput}
+	}
 	if err := m.cl.BeginTransaction(); err != nil {
-		return Result{Outcome: transport.Fail, Err: err}
+		return Result{Outcome: transport.Fail, Err: err, Restart: true}
 	}
 	if err := m.cl.ProduceSync(ctx, records(outs)...).FirstErr(); err != nil {
 		return m.abort(ctx, transport.FencingToken{}, err)
@@ -86,24 +92,33 @@ func (m *plain) Transact(ctx context.Context, b Batch, outs []Output) (res Resul
 		// epoch and fences the transaction if it is still open. Whether it had committed
 		// stays unknown.
 		_ = m.cl.EndTransaction(ctx, kgo.TryAbort)
-		return Result{Outcome: transport.Unknown, Token: tok, Err: err}
+		return Result{Outcome: transport.Unknown, Token: tok, Err: err, Restart: true}
 	}
 	return Result{Outcome: transport.OK, Token: tok}
 }
 
 // abort ends the transaction with an abort after cause. No commit was asked, so the
-// transaction cannot commit whatever the abort does: the outcome is Fail.
+// transaction cannot commit whatever the abort does: the outcome is Fail. An abort that fails
+// twice (kgo documents that a retry heals a failed one) leaves the client in its transaction:
+// the member must be restarted.
 func (m *plain) abort(ctx context.Context, tok transport.FencingToken, cause error) Result {
 	if tok.IsZero() {
 		tok = token(ctx, m.cl)
 	}
-	if err := m.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		cause = errors.Join(cause, fmt.Errorf("abort: %w", err))
+	res := Result{Outcome: transport.Fail, Token: tok}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.Conn.RequestTimeout)
+	defer cancel()
+	if err := m.cl.EndTransaction(actx, kgo.TryAbort); err != nil {
+		if err2 := m.cl.EndTransaction(actx, kgo.TryAbort); err2 != nil {
+			cause = errors.Join(cause, fmt.Errorf("abort: %w", err2))
+			res.Restart = true
+		}
 	}
 	if isFencing(cause) {
 		cause = fmt.Errorf("%w: %w", ErrFenced, cause)
 	}
-	return Result{Outcome: transport.Fail, Token: tok, Err: cause}
+	res.Err = cause
+	return res
 }
 
 // sendOffsets adds the group's offsets to the transaction and commits b's offsets in it with
@@ -155,7 +170,11 @@ func (m *plain) sendOffsets(ctx context.Context, tok transport.FencingToken, b B
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
 			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				errs = append(errs, fmt.Errorf("TxnOffsetCommit %s[%d]: %w", rt.Topic, rp.Partition, err))
+				topic := rt.Topic
+				if topic == "" { // v6 answers name the topic by its id only
+					topic = m.cfg.Input
+				}
+				errs = append(errs, fmt.Errorf("TxnOffsetCommit %s[%d]: %w", topic, rp.Partition, err))
 			}
 		}
 	}
@@ -182,10 +201,11 @@ func (m *plain) commitThenOffsets(ctx context.Context, tok transport.FencingToke
 // rewind sets the position of b's partitions back to the group's committed offsets, fetched
 // stable: the records of a transaction that did not commit are polled again. A partition
 // with no committed offset goes back to its first record of b (the group starts at the
-// beginning). When the fetch fails the client is left as it is: its next transaction's
-// offsets then skip b, which the checker sees as loss, the honest verdict on a member that
-// could not learn where to resume.
-func (m *plain) rewind(ctx context.Context, b Batch) {
+// beginning). It has its own bound, the request timeout, since the caller's context may be
+// what ended the transaction. It reports false when the offsets could not be fetched: the
+// position is then past b, and the member must be restarted (a new member starts at the
+// committed offsets) rather than skip b.
+func (m *plain) rewind(ctx context.Context, b Batch) bool {
 	first := map[int32]int64{}
 	for _, r := range b.Records {
 		if o, ok := first[r.Partition]; !ok || r.Offset < o {
@@ -193,10 +213,12 @@ func (m *plain) rewind(ctx context.Context, b Batch) {
 		}
 	}
 	parts := slices.Sorted(maps.Keys(first))
-	at, err := committed(ctx, m.cl, m.cfg.Group, m.cfg.Input, parts)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.Conn.RequestTimeout)
+	defer cancel()
+	at, err := committed(rctx, m.cl, m.cfg.Group, m.cfg.Input, parts)
 	if err != nil {
 		m.cfg.Conn.Logger.Warn("pipeline member: cannot fetch the committed offsets to rewind to", "group", m.cfg.Group, "err", err)
-		return
+		return false
 	}
 	set := map[int32]kgo.EpochOffset{}
 	for _, p := range parts {
@@ -207,6 +229,9 @@ func (m *plain) rewind(ctx context.Context, b Batch) {
 		set[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
 	}
 	m.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{m.cfg.Input: set})
+	return true
 }
 
-func (m *plain) Close() { m.cl.Close() }
+// Close leaves the group without waiting for a polled batch to be transacted: with
+// BlockRebalanceOnPoll a plain Close would wait for it forever.
+func (m *plain) Close() { m.cl.CloseAllowingRebalance() }

@@ -40,13 +40,18 @@ func (m *session) Poll(ctx context.Context) (Batch, error) {
 }
 
 func (m *session) Transact(ctx context.Context, b Batch, outs []Output) Result {
+	if len(outs) == 0 {
+		return Result{Outcome: transport.Fail, Err: errNoOutput}
+	}
 	if err := m.s.Begin(); err != nil {
-		return Result{Outcome: transport.Fail, Err: err}
+		return Result{Outcome: transport.Fail, Err: err, Restart: true}
 	}
 	if err := m.s.ProduceSync(ctx, records(outs)...).FirstErr(); err != nil {
 		// No commit was asked: whatever the abort does, nothing of this transaction commits.
-		_, aerr := m.s.End(ctx, kgo.TryAbort)
-		return Result{Outcome: transport.Fail, Token: token(ctx, m.s.Client()), Err: errors.Join(err, aerr)}
+		// An abort that fails leaves the session in its transaction, unrewound.
+		tok := token(ctx, m.s.Client()) // before the abort, which bumps the epoch under TV2
+		_, aerr := m.s.End(context.WithoutCancel(ctx), kgo.TryAbort)
+		return Result{Outcome: transport.Fail, Token: tok, Err: errors.Join(err, aerr), Restart: aerr != nil}
 	}
 	tok := token(ctx, m.s.Client())
 	ok, err := m.s.End(ctx, kgo.TryCommit)
@@ -56,8 +61,8 @@ func (m *session) Transact(ctx context.Context, b Batch, outs []Output) Result {
 	case err == nil:
 		return Result{Outcome: transport.Fail, Token: tok, Err: errSessionAborted}
 	}
-	// The session does not say how far its commit got.
-	return Result{Outcome: transport.Unknown, Token: tok, Err: err}
+	// The session does not say how far its commit got, and does not go on after an error.
+	return Result{Outcome: transport.Unknown, Token: tok, Err: err, Restart: true}
 }
 
 func (m *session) Close() { m.s.Close() }

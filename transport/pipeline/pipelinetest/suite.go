@@ -176,6 +176,8 @@ type member struct {
 	outs  map[transport.Outcome]int // the loop's until done is closed
 	fails []string                  // the first transactions that did not commit, and why
 	err   error
+	// committed counts the transactions the member committed, for the test while it runs.
+	committed atomic.Int64
 }
 
 // start starts a member named name and its loop. The loop stops between transactions, so
@@ -190,7 +192,11 @@ func (s *suite) start(t *testing.T, p *pipe, name string) *member {
 	t.Cleanup(func() { mb.stop(t) }) // a test that fails early stops it too
 	go func() {
 		defer close(mb.done)
-		defer func() { m.Close() }()
+		defer func() {
+			if m != nil {
+				m.Close()
+			}
+		}()
 		for {
 			select {
 			case <-mb.quit:
@@ -211,10 +217,13 @@ func (s *suite) start(t *testing.T, p *pipe, name string) *member {
 			res := m.Transact(tctx, b, outs)
 			cancel()
 			mb.outs[res.Outcome]++
+			if res.Outcome == transport.OK {
+				mb.committed.Add(1)
+			}
 			if res.Outcome != transport.OK && len(mb.fails) < 3 {
 				mb.fails = append(mb.fails, fmt.Sprintf("%v: %v", res.Outcome, res.Err))
 			}
-			if res.Outcome == transport.Unknown { // the contract: start another
+			if res.Restart { // the contract: start another
 				m.Close()
 				if m, err = pipeline.New(context.Background(), s.env.Kind, s.config(p, name)); err != nil {
 					mb.err = err
@@ -405,6 +414,9 @@ func (s *suite) testCopy(t *testing.T) {
 	p.exactlyOnce(t)
 }
 
+// testRebalance: a and b copy, c joins and must commit something of its own (more input comes
+// until it has: a partition reaches it only when the group rebalanced), then a leaves and b and
+// c copy the rest.
 func (s *suite) testRebalance(t *testing.T) {
 	p := s.newPipe(t, 4)
 	p.seed(t, 0, 40)
@@ -412,12 +424,25 @@ func (s *suite) testRebalance(t *testing.T) {
 	b := s.start(t, p, "b")
 	p.seed(t, 40, 40)
 	c := s.start(t, p, "c") // a third joins
-	p.seed(t, 80, 40)
+	n, tick := 80, 0
+	await(t, "member c committed a transaction of its own", func() bool {
+		if c.committed.Load() > 0 {
+			return true
+		}
+		if tick++; tick%10 == 0 { // a little more input every 200 ms
+			p.seed(t, n, 4)
+			n += 4
+		}
+		return false
+	})
 	a.stop(t) // and the first leaves
-	p.seed(t, 120, 40)
+	p.seed(t, n, 40)
 	await(t, "the members committed every input record", func() bool { return p.committedAll() })
 	b.stop(t)
 	c.stop(t)
+	if a.outs[transport.OK]+b.outs[transport.OK] == 0 {
+		t.Error("neither a nor b committed a transaction: no partition changed hands")
+	}
 	p.exactlyOnce(t)
 }
 
@@ -433,9 +458,10 @@ func (s *suite) testAbortedInput(t *testing.T) {
 }
 
 // testZombie: member a polls a batch and is then cut off from the cluster (every connection
-// closed, new ones refused) for twice the session timeout, so that the group gives its
-// partitions to b, which copies everything. Then a's links heal and it transacts the batch it
-// held: that must not commit, and the output stays exactly-once.
+// closed, new ones refused) until b, started then, has committed every record, which it can
+// only once the group gave it a's partitions (a's session timed out). Then a's links heal and
+// it transacts the batch it held: that must be refused (Fail: a zombie can know it was fenced;
+// the plain member says ErrFenced), and the output stays exactly-once.
 func (s *suite) testZombie(t *testing.T) {
 	p := s.newPipe(t, 2)
 	p.seed(t, 0, 20)
@@ -466,8 +492,13 @@ func (s *suite) testZombie(t *testing.T) {
 	}
 	res := a.Transact(ctx, batch, outs)
 	t.Logf("the zombie's transaction: %v %v (token %v, generation %d)", res.Outcome, res.Err, res.Token, batch.Generation)
-	if res.Outcome == transport.OK {
+	switch {
+	case res.Outcome == transport.OK:
 		t.Errorf("the zombie's batch (generation %d) committed after its partitions were given to another member", batch.Generation)
+	case res.Outcome != transport.Fail:
+		t.Errorf("the zombie's transaction: %v (%v), want fail: the group refused it", res.Outcome, res.Err)
+	case s.env.Kind == pipeline.KindPlain && !errors.Is(res.Err, pipeline.ErrFenced):
+		t.Errorf("the plain zombie's transaction failed with %v, want ErrFenced", res.Err)
 	}
 	b.stop(t)
 	p.exactlyOnce(t)
