@@ -241,6 +241,9 @@ public final class Adapter {
 
   // ---- start ----
 
+  /** How much longer than the request timeout start's first contact with the cluster may take. */
+  private static final long STARTUP_GRACE_MS = 25_000;
+
   private int start(JsonNode c) throws CallError {
     String bootstrap = c.path("bootstrap").asText();
     if (bootstrap.isEmpty()) {
@@ -267,9 +270,14 @@ public final class Adapter {
     ap.putAll(common);
     admin = Admin.create(ap);
     boolean tv2;
+    // The first contact loads the client's classes: on a loaded machine, with a dozen JVMs
+    // booting at once, that alone can outlast a request timeout. The harness gives hello and
+    // start 30 s more than the request timeout (docs/exec-protocol.md), so this call may take
+    // 25 s more.
+    long first = rt + STARTUP_GRACE_MS;
     try {
-      FeatureMetadata fm = admin.describeFeatures(new DescribeFeaturesOptions().timeoutMs((int) rt))
-          .featureMetadata().get(rt, TimeUnit.MILLISECONDS);
+      FeatureMetadata fm = admin.describeFeatures(new DescribeFeaturesOptions().timeoutMs((int) first))
+          .featureMetadata().get(first, TimeUnit.MILLISECONDS);
       FinalizedVersionRange r = fm.finalizedFeatures().get("transaction.version");
       tv2 = r != null && r.maxVersionLevel() >= 2;
     } catch (Exception e) {
