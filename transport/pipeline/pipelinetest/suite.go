@@ -414,35 +414,40 @@ func (s *suite) testCopy(t *testing.T) {
 	p.exactlyOnce(t)
 }
 
-// testRebalance: a and b copy, c joins and must commit something of its own (more input comes
-// until it has: a partition reaches it only when the group rebalanced), then a leaves and b and
-// c copy the rest.
+// testRebalance: a and b copy until a has committed, c joins and must commit something of its
+// own (more input comes until each has: a partition reaches c only when the group rebalanced),
+// then a leaves and b and c copy the rest.
 func (s *suite) testRebalance(t *testing.T) {
 	p := s.newPipe(t, 4)
 	p.seed(t, 0, 40)
 	a := s.start(t, p, "a")
 	b := s.start(t, p, "b")
 	p.seed(t, 40, 40)
-	c := s.start(t, p, "c") // a third joins
-	n, tick := 80, 0
-	await(t, "member c committed a transaction of its own", func() bool {
-		if c.committed.Load() > 0 {
-			return true
-		}
-		if tick++; tick%10 == 0 { // a little more input every 200 ms
-			p.seed(t, n, 4)
-			n += 4
-		}
-		return false
-	})
-	a.stop(t) // and the first leaves
+	n := 80
+	// committedBy waits until m has committed a transaction, feeding the input a little
+	// every 200 ms: how soon the group assigns a member partitions depends on the protocol
+	// and the machine, not on the test.
+	committedBy := func(m *member) {
+		tick := 0
+		await(t, "member "+m.name+" committed a transaction of its own", func() bool {
+			if m.committed.Load() > 0 {
+				return true
+			}
+			if tick++; tick%10 == 0 {
+				p.seed(t, n, 4)
+				n += 4
+			}
+			return false
+		})
+	}
+	committedBy(a) // a owns partitions before c joins
+	c := s.start(t, p, "c")
+	committedBy(c) // and c gets some of them in a rebalance
+	a.stop(t)      // and the first leaves
 	p.seed(t, n, 40)
 	await(t, "the members committed every input record", func() bool { return p.committedAll() })
 	b.stop(t)
 	c.stop(t)
-	if a.outs[transport.OK]+b.outs[transport.OK] == 0 {
-		t.Error("neither a nor b committed a transaction: no partition changed hands")
-	}
 	p.exactlyOnce(t)
 }
 
