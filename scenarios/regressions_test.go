@@ -5,6 +5,7 @@ package scenarios_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -155,13 +156,13 @@ func runRegression(t *testing.T, name string, seed uint64) *harness.Outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: seed})
+	run := func() (*harness.Outcome, error) {
+		return harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: seed})
+	}
 	// As mustBeValid: a run that missed a promised event (a step that did not take hold on a
 	// starved process) is run again; what the callers assert is judged on a run that had them.
-	for i := 0; err == nil && i < reruns && coverageOnly(out.Results); i++ {
-		t.Logf("%s (seed %d): inconclusive for want of %s (run directory %s): running it again", name, seed, strings.Join(missed(out.Results), ", "), out.Dir)
-		out, err = harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: seed})
-	}
+	out, err := run()
+	out, err = untilCovered(t, fmt.Sprintf("%s (seed %d)", name, seed), out, err, run)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package scenarios_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,12 +47,7 @@ const reruns = 2
 // or a harness error fails at once. rerun nil: no second run.
 func mustBeValid(t *testing.T, name, kind string, seed uint64, out *harness.Outcome, err error, rerun func() (*harness.Outcome, error)) *harness.Outcome {
 	t.Helper()
-	for i := 0; err == nil && rerun != nil && i < reruns && coverageOnly(out.Results); i++ {
-		t.Logf("%s on %s (seed %d): inconclusive for want of %s (run directory %s): running it again", name, kind, seed,
-			strings.Join(missed(out.Results), ", "), out.Dir)
-		logFaultLines(t, out.Dir.Logs())
-		out, err = rerun()
-	}
+	out, err = untilCovered(t, fmt.Sprintf("%s on %s (seed %d)", name, kind, seed), out, err, rerun)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +62,19 @@ func mustBeValid(t *testing.T, name, kind string, seed uint64, out *harness.Outc
 		t.Fatalf("%s on %s (seed %d): %s %s; run directory %s", name, kind, seed, res.Verdict, res.Error, out.Dir)
 	}
 	return out
+}
+
+// untilCovered runs rerun again, at most reruns times, while the run it has (out, err) is
+// inconclusive only for want of a promised event (see mustBeValid), and returns the last run.
+// rerun nil: the run as it is.
+func untilCovered(t *testing.T, what string, out *harness.Outcome, err error, rerun func() (*harness.Outcome, error)) (*harness.Outcome, error) {
+	t.Helper()
+	for i := 0; err == nil && rerun != nil && i < reruns && coverageOnly(out.Results); i++ {
+		t.Logf("%s: inconclusive for want of %s (run directory %s): running it again", what, strings.Join(missed(out.Results), ", "), out.Dir)
+		logFaultLines(t, out.Dir.Logs())
+		out, err = rerun()
+	}
+	return out, err
 }
 
 // coverageOnly reports whether res is inconclusive for want of promised coverage alone: every
