@@ -32,7 +32,7 @@ const (
 // timing is how long a fixture's calls may take: short on the embedded cluster, a few
 // seconds on real Kafka.
 type timing struct {
-	request time.Duration // the transports' RequestTimeout; failsFast allows it plus 1s
+	request time.Duration // the transports' RequestTimeout; failsFast allows twice it
 	recover time.Duration // how long recovers retries a call
 }
 
@@ -214,7 +214,7 @@ func (f *fixture) heal(inj *nemesis.Injection) history.Fault {
 	return w
 }
 
-// failsFast runs call and checks that it fails within the request timeout (plus slack).
+// failsFast runs call and checks that it fails by its own bound (within twice the request timeout).
 func failsFast(t *testing.T, what string, call func(context.Context) error) {
 	t.Helper()
 	failsWithin(t, reqTimeout, what, call)
@@ -226,7 +226,7 @@ func (f *fixture) failsFast(t *testing.T, what string, call func(context.Context
 	failsWithin(t, f.tm.request, what, call)
 }
 
-// failsWithin runs call and checks that it fails within timeout (plus slack).
+// failsWithin runs call and checks that it fails within twice timeout, before its 4× guard.
 func failsWithin(t *testing.T, timeout time.Duration, what string, call func(context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
@@ -237,8 +237,11 @@ func failsWithin(t *testing.T, timeout time.Duration, what string, call func(con
 	if err == nil {
 		t.Fatalf("%s: succeeded, want an error", what)
 	}
-	if took > timeout+time.Second {
-		t.Fatalf("%s: failed after %v, want within the request timeout %v: %v", what, took, timeout, err)
+	// The call must end by its own bound, not by this guard: a bound of twice the request
+	// timeout leaves a loaded machine a full timeout of slack, while a call that waited out
+	// a retry of its own (or the guard) still fails the test.
+	if took > 2*timeout || ctx.Err() != nil {
+		t.Fatalf("%s: failed after %v, want within twice the request timeout %v: %v", what, took, timeout, err)
 	}
 	t.Logf("%s: failed after %v: %v", what, took.Round(time.Millisecond), err)
 }

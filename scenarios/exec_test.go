@@ -149,14 +149,22 @@ func TestExecTransportEmbedded(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Duration = scenarios.Duration(8 * time.Second)
-		out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 1,
-			Transport: fmt.Sprintf("exec:env %s=ack-fenced '%s'", adapterEnv, self)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.Results.Verdict != checker.VerdictInvalid || checkVerdict(out.Results, "no-lost-write") != checker.VerdictInvalid {
-			t.Fatalf("ack-fenced behind the protocol: %s, no-lost-write %s; want invalid; run directory %s",
-				out.Results.Verdict, checkVerdict(out.Results, "no-lost-write"), out.Dir)
+		// The mutant shows only when a fence happens during the run, which a loaded machine
+		// may not reach on one seed: up to three seeds, as selftest --tries 3.
+		for seed := uint64(1); ; seed++ {
+			out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: seed,
+				Transport: fmt.Sprintf("exec:env %s=ack-fenced '%s'", adapterEnv, self)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Results.Verdict == checker.VerdictInvalid && checkVerdict(out.Results, "no-lost-write") == checker.VerdictInvalid {
+				return
+			}
+			if seed == 3 {
+				t.Fatalf("ack-fenced behind the protocol, seed %d: %s, no-lost-write %s; want invalid; run directory %s",
+					seed, out.Results.Verdict, checkVerdict(out.Results, "no-lost-write"), out.Dir)
+			}
+			t.Logf("ack-fenced not caught on seed %d (%s): the next seed", seed, out.Results.Verdict)
 		}
 	})
 }

@@ -173,7 +173,9 @@ duration: 10s
 		t.Fatalf("faults %+v, want the freeze of step 1, held", h.Faults)
 	}
 	f := h.Faults[0]
-	if d := time.Duration(f.End - f.Start); d < 2600*time.Millisecond || d > 3500*time.Millisecond {
+	// At least the cap (the member is held that long), and short of the 6s asked for, which
+	// leaves a loaded machine 3 s to resume the member.
+	if d := time.Duration(f.End - f.Start); d < 2600*time.Millisecond || d >= 6*time.Second {
 		t.Fatalf("the freeze's window lasts %v, want the 2.7s the member was frozen (asked: 6s)", d)
 	}
 	if out.Results.Verdict != checker.VerdictValid {

@@ -2,6 +2,7 @@ package workload_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -61,8 +62,26 @@ func runWorkload(t testing.TB, cfg workload.Config, seed uint64, d time.Duration
 // runWorkloadOn is runWorkload on c.
 func runWorkloadOn(t testing.TB, c cluster.Cluster, cfg workload.Config, seed uint64, d time.Duration, during func(ctx context.Context, wl *workload.Workload, path string)) run {
 	t.Helper()
+	return runWorkloadFor(t, c, cfg, seed, d, false, during)
+}
+
+// runWorkloadUntil is runWorkload that ends when during returns, not at a fixed time: a
+// test whose events (freezes, their settles) take what they take on a loaded machine. guard
+// bounds the run only against a hang.
+func runWorkloadUntil(t testing.TB, cfg workload.Config, seed uint64, guard time.Duration, during func(ctx context.Context, wl *workload.Workload, path string)) run {
+	t.Helper()
+	return runWorkloadFor(t, startCluster(t), cfg, seed, guard, true, during)
+}
+
+// runWorkloadFor runs the workload for d or, when untilDone, until during returns (d a guard).
+func runWorkloadFor(t testing.TB, c cluster.Cluster, cfg workload.Config, seed uint64, d time.Duration, untilDone bool, during func(ctx context.Context, wl *workload.Workload, path string)) run {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d+2*time.Minute)
 	defer cancel()
+	// runCtx ends the run early when during is done (untilDone); ctx stays for the final
+	// reads and the history.
+	runCtx, endRun := context.WithCancel(ctx)
+	defer endRun()
 	path := filepath.Join(t.TempDir(), "history.jsonl")
 	meta := cfg.Meta(c.Info())
 	meta.Seed = seed
@@ -81,12 +100,18 @@ func runWorkloadOn(t testing.TB, c cluster.Cluster, cfg workload.Config, seed ui
 		go func() {
 			defer close(done)
 			during(ctx, wl, path)
+			if untilDone {
+				endRun()
+			}
 		}()
 	} else {
 		close(done)
 	}
-	if err := wl.Run(ctx, d); err != nil {
+	if err := wl.Run(runCtx, d); err != nil && !(untilDone && errors.Is(err, context.Canceled) && ctx.Err() == nil) {
 		t.Fatalf("run: %v", err)
+	}
+	if untilDone && runCtx.Err() == nil {
+		t.Fatalf("the run reached its %v guard before the test's events were done", d)
 	}
 	<-done
 	stats := wl.Stats()

@@ -72,7 +72,8 @@ func TestKfakeTimeoutAbortAtExhaustionHangs(t *testing.T) {
 
 // timeoutAbortAt bumps a transactional id to epoch, leaves a transaction with one record open
 // for its 1 s timeout, and asks DescribeTransactions until the coordinator has aborted it
-// (hung false) or a request gets no answer within 2 s (hung true).
+// (hung false) or a request gets no answer within 10 s (hung true: kfake answers in
+// milliseconds, so 10 s tells a hang from a loaded machine).
 func timeoutAbortAt(t *testing.T, epoch int16) (hung bool, state string) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
 	if err != nil {
@@ -117,8 +118,8 @@ func timeoutAbortAt(t *testing.T, epoch int16) (hung bool, state string) {
 	if _, got, _ := p.ProducerID(ctx); got != epoch {
 		t.Fatalf("the producer runs at epoch %d, want %d", got, epoch)
 	}
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
-		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); {
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
 		req := kmsg.NewPtrDescribeTransactionsRequest()
 		req.TransactionalIDs = []string{txnID}
 		resp, err := req.RequestWith(rctx, raw)
@@ -134,6 +135,6 @@ func timeoutAbortAt(t *testing.T, epoch int16) (hung bool, state string) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling the coordinator's state: nothing to wait on
 	}
-	t.Fatalf("the transaction at epoch %d is still %q 15 s after its 1 s timeout", epoch, state)
+	t.Fatalf("the transaction at epoch %d is still %q 45 s after its 1 s timeout", epoch, state)
 	return false, state
 }

@@ -22,7 +22,7 @@ func TestSelftestThroughTheExecProtocol(t *testing.T) {
 	bin := buildBinary(t)
 	tr := "exec:" + bin + " adapter"
 	root := t.TempDir()
-	out, err := exec.Command(bin, "selftest", "--transport", tr, "--no-mutants", "--duration", "8s", "--out", root).CombinedOutput()
+	out, err := exec.Command(bin, "selftest", "--transport", tr, "--no-mutants", "--duration", "8s", "--tries", "3", "--out", root).CombinedOutput()
 	if code := exitCode(t, err); code != 0 {
 		logRunsNotValid(t, root)
 		t.Fatalf("selftest exit %d:\n%s", code, out)

@@ -20,6 +20,7 @@ func newSelftest() *cobra.Command {
 	var (
 		list      bool
 		seeds     int
+		tries     int
 		parallel  int
 		noMutants bool
 		f         runFlags
@@ -37,6 +38,11 @@ transport proves nothing.
 At the end it prints one row per mutant: the guarantees the checker found violated, the
 scenario, the seeds tried and caught, and the median time to detect: from the run's start to
 the completion of the first operation that shows a violation.
+
+On a loaded machine a run can miss for want of time: a fence that did not happen before the
+run ended, a mutant's race not run into. --tries N makes such a run again on a fresh seed, up
+to N runs per seed asked for: a mutant passes once caught, the transport under test once
+valid; an invalid run of the transport under test fails at once. The table counts every run.
 
 --transport runs another transport where the real one runs, e.g. an implementation of your
 own behind the exec protocol (docs/exec-protocol.md): --transport exec:'CMD ARGS'. With
@@ -64,7 +70,7 @@ own behind the exec protocol (docs/exec-protocol.md): --transport exec:'CMD ARGS
 			defer stop()
 			started := time.Now()
 			res, err := selftest.Run(ctx, selftest.Options{
-				Transport: f.transport, NoMutants: noMutants, Seed: f.seed, Seeds: seeds, Parallel: parallel,
+				Transport: f.transport, NoMutants: noMutants, Seed: f.seed, Seeds: seeds, Tries: tries, Parallel: parallel,
 				Duration: f.duration, Prepare: func(s *scenarios.Scenario) error { return f.apply(c, s) },
 				Run: harness.Options{Root: f.out, Console: c.ErrOrStderr(), CheckTimeout: f.checkTimeout, StatusEvery: statusEvery(c)},
 				Out: out, Progress: c.ErrOrStderr(),
@@ -83,7 +89,7 @@ own behind the exec protocol (docs/exec-protocol.md): --transport exec:'CMD ARGS
 			}
 			fmt.Fprintf(out, "selftest took %s\n", time.Since(started).Round(time.Second))
 			if !res.Passed() {
-				return &exitError{code: 1, err: fmt.Errorf("selftest: %d of %d runs did not come out as expected", res.Failed, res.Runs)}
+				return &exitError{code: 1, err: fmt.Errorf("selftest: %d seed(s) did not come out as expected (%d runs, %d made again)", res.Failed, res.Runs, res.Missed)}
 			}
 			if noMutants {
 				fmt.Fprintf(out, "selftest passed: the %s transport valid in %d scenario(s) on %d seed(s) each\n", f.transport, len(res.Reals), seeds)
@@ -102,6 +108,7 @@ own behind the exec protocol (docs/exec-protocol.md): --transport exec:'CMD ARGS
 	c.Flags().DurationVar(&f.duration, "duration", 8*time.Second, "how long each run lasts")
 	c.Flags().Uint64Var(&f.seed, "seed", 1, "seed of each transport's first run; the others use the next seeds")
 	c.Flags().IntVar(&seeds, "seeds", 1, "runs per transport, on seeds --seed, --seed+1, ...")
+	c.Flags().IntVar(&tries, "tries", 1, "runs each seed may take: a mutant not caught, or the transport under test inconclusive, is run again on a fresh seed (--seed + i + k×--seeds)")
 	c.Flags().IntVar(&parallel, "parallel", 0, fmt.Sprintf("runs at a time (default %d on the embedded cluster, whose runs mostly wait on lease timers; 1 on Kafka clusters, whose timing a second run would disturb)", selftest.EmbeddedParallel))
 	c.Flags().StringVar(&f.out, "out", "runs", "folder of run directories")
 	c.Flags().DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")

@@ -69,7 +69,9 @@ func TestSelftest(t *testing.T) {
 	// Embedded runs mostly wait on lease timers: this one overlaps the others.
 	t.Parallel()
 	bin := buildBinary(t)
-	out, err := exec.Command(bin, "selftest", "--duration", "8s", "--out", t.TempDir()).CombinedOutput()
+	// A mutant's race, or a fence the real transport must see, may not happen in a run on a
+	// loaded machine: --tries lets a run that misses go again on a fresh seed.
+	out, err := exec.Command(bin, "selftest", "--duration", "8s", "--tries", "3", "--out", t.TempDir()).CombinedOutput()
 	if code := exitCode(t, err); code != 0 {
 		t.Fatalf("selftest exit %d:\n%s", code, out)
 	}
@@ -86,7 +88,7 @@ func TestSelftest(t *testing.T) {
 			t.Errorf("selftest output lacks %q:\n%s", w, out)
 		}
 	}
-	// The table has a row per mutant, caught on its one seed with a time to detect.
+	// The table has a row per mutant, caught once within its three tries, with a time to detect.
 	rows := 0
 	for line := range strings.Lines(string(out)) {
 		f := strings.Fields(line)
@@ -94,8 +96,8 @@ func TestSelftest(t *testing.T) {
 			continue
 		}
 		rows++
-		if n := len(f); f[n-3] != "1" || f[n-2] != "1" {
-			t.Errorf("row %q: want 1 seed tried and 1 caught", line)
+		if n := len(f); !slices.Contains([]string{"1", "2", "3"}, f[n-3]) || f[n-2] != "1" {
+			t.Errorf("row %q: want 1 to 3 seeds tried and 1 caught", line)
 		} else if d, err := time.ParseDuration(f[n-1]); err != nil || d <= 0 {
 			t.Errorf("row %q: no time to detect (%v)", line, err)
 		}

@@ -29,6 +29,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"shrink"}, "takes 1 argument"},
 		{[]string{"shrink", t.TempDir()}, "cannot shrink"},
 		{[]string{"selftest", "--parallel", "-1"}, "--parallel"},
+		{[]string{"selftest", "--tries", "-1"}, "--tries -1"},
 		{[]string{"selftest", "--txn-version", "3"}, "cluster.transaction_version: 3"},
 		{[]string{"probe"}, "--bootstrap: required"},
 		{[]string{"rn"}, `unknown command "rn" for "fencecheck"; did you mean run?`},

@@ -33,6 +33,12 @@ type Options struct {
 	// Seed is each transport's first seed; Seeds runs per transport use Seed, Seed+1, ...
 	Seed  uint64
 	Seeds int
+	// Tries is how many runs each seed asked for may take (0 or 1: one). A run that misses (a
+	// mutant not caught on one of its guarantees, the transport under test inconclusive) is
+	// made again on a fresh seed until one hits or Tries runs have missed; a run of the
+	// transport under test that is invalid (or worse) fails at once. Seed i's runs use
+	// Seed+i, Seed+i+Seeds, Seed+i+2*Seeds, ...: every run has its own seed.
+	Tries int
 	// Parallel is how many runs at a time; 0: EmbeddedParallel on the embedded cluster, else 1.
 	Parallel int
 	// Duration is each run's.
@@ -51,10 +57,12 @@ type Options struct {
 // test, and how many of the runs came out as they should not.
 type Result struct {
 	Mutants, Reals []*Row
-	Runs, Failed   int
+	// Runs counts the runs judged; Missed the ones made again on a fresh seed (Tries);
+	// Failed the seeds whose runs did not come out as they should.
+	Runs, Missed, Failed int
 }
 
-// Passed reports whether every run came out as it should.
+// Passed reports whether every seed came out as it should.
 func (r *Result) Passed() bool { return r.Failed == 0 }
 
 // Run plans every (transport, seed) run, checks every scenario with Prepare first (so a bad
@@ -64,6 +72,9 @@ func (r *Result) Passed() bool { return r.Failed == 0 }
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Seeds < 1 {
 		return nil, fmt.Errorf("%w: --seeds %d: want 1 or more", ErrUsage, opts.Seeds)
+	}
+	if opts.Tries < 0 {
+		return nil, fmt.Errorf("%w: --tries %d: want 1 or more", ErrUsage, opts.Tries)
 	}
 	if opts.Transport == "" {
 		opts.Transport = "real"
@@ -98,7 +109,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 		s.Duration = scenarios.Duration(opts.Duration)
 		for i := range opts.Seeds {
-			jobs = append(jobs, job{row: row, s: s, seed: opts.Seed + uint64(i)})
+			jobs = append(jobs, job{row: row, s: s, seeds: trySeeds(opts.Seed, i, opts.Seeds, opts.Tries)})
 		}
 	}
 	width := opts.Parallel
@@ -116,7 +127,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		fmt.Fprintf(opts.Progress, "selftest: %d runs, %d at a time\n", len(jobs), width)
 	}
 	var err error
-	res.Failed, res.Runs, err = runJobs(ctx, opts.Out, jobs, width, run)
+	res.Failed, res.Runs, res.Missed, err = runJobs(ctx, opts.Out, jobs, width, run, harness.Run)
 	return res, err
 }
 
@@ -130,43 +141,68 @@ func (r *Result) WriteTable(out io.Writer) { writeTable(out, r.Mutants) }
 // by the soak), so four side by side still leave the machine mostly idle.
 const EmbeddedParallel = 4
 
-// job is one run of selftest: a transport's scenario on one seed.
+// job is one seed of selftest: a transport's scenario, run on seeds[0] and, while it misses,
+// on the next of seeds.
 type job struct {
-	row  *Row
-	s    *scenarios.Scenario
-	seed uint64
+	row   *Row
+	s     *scenarios.Scenario
+	seeds []uint64
 }
 
-// runJobs runs the jobs, width at a time, judging each into its row and printing a
-// PASS or FAIL line for each as it finishes. It returns how many runs were judged and how
-// many of them failed; a harness error stops the jobs not yet started, and the first one is
-// returned once the started ones have ended.
-func runJobs(ctx context.Context, out io.Writer, jobs []job, width int, opts harness.Options) (failed, runs int, err error) {
+// trySeeds is the seeds of the i-th seed's tries: first+i, then Seeds further on each time.
+func trySeeds(first uint64, i, seeds, tries int) []uint64 {
+	var s []uint64
+	for a := range max(tries, 1) {
+		s = append(s, first+uint64(i+a*seeds))
+	}
+	return s
+}
+
+// tryFunc makes one run: harness.Run, or a stand-in in the package's tests.
+type tryFunc func(context.Context, *scenarios.Scenario, harness.Options) (*harness.Outcome, error)
+
+// runJobs runs the jobs, width at a time, judging each run into its row and printing a
+// PASS, MISS (made again on the next seed) or FAIL line for each as it finishes. It returns
+// how many jobs failed, how many runs were judged and how many missed; a harness error
+// stops the jobs not yet started, and the first one is returned once the started ones have
+// ended.
+func runJobs(ctx context.Context, out io.Writer, jobs []job, width int, opts harness.Options, try tryFunc) (failed, runs, missed int, err error) {
 	var mu sync.Mutex // the rows, the counts and the lines
 	err = campaign.Each(ctx, width, len(jobs), func(i int) error {
 		j := jobs[i]
-		o := opts
-		o.Seed, o.Transport = j.seed, j.row.transport
-		res, err := harness.Run(ctx, j.s, o)
-		if err != nil {
-			return err
+		for a, seed := range j.seeds {
+			o := opts
+			o.Seed, o.Transport = seed, j.row.transport
+			res, err := try(ctx, j.s, o)
+			if err != nil {
+				return err
+			}
+			if ctx.Err() != nil { // an interrupted run proves nothing either way
+				return nil
+			}
+			mu.Lock()
+			runs++
+			ok, why := j.row.add(res.Results)
+			again := !ok && a+1 < len(j.seeds) && j.row.retryable(res.Results)
+			mark := "PASS"
+			switch {
+			case again:
+				mark = "MISS"
+				missed++
+				why += fmt.Sprintf("; again on seed %d", j.seeds[a+1])
+			case !ok:
+				mark = "FAIL"
+				failed++
+			}
+			fmt.Fprintf(out, "%s  %-28s %-13s seed %-4d %-8s %s  (%s)\n", mark, j.row.transport, j.row.scenario, seed, res.Results.Verdict, why, res.Dir)
+			mu.Unlock()
+			if !again {
+				return nil
+			}
 		}
-		if ctx.Err() != nil { // an interrupted run proves nothing either way
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		runs++
-		ok, why := j.row.add(res.Results)
-		mark := "PASS"
-		if !ok {
-			mark = "FAIL"
-			failed++
-		}
-		fmt.Fprintf(out, "%s  %-28s %-13s seed %-4d %-8s %s  (%s)\n", mark, j.row.transport, j.row.scenario, j.seed, res.Results.Verdict, why, res.Dir)
 		return nil
 	})
-	return failed, runs, err
+	return failed, runs, missed, err
 }
 
 // scenario returns the scenario name: one made for a mutant, or a built-in one.
@@ -211,6 +247,14 @@ func (r *Row) add(res *checker.Results) (bool, string) {
 		r.detect = append(r.detect, time.Duration(first))
 	}
 	return ok, why
+}
+
+// retryable says whether a run that did not come out as it should may be made again on
+// another seed: a mutant's run always (its bug shows on some schedules, not all); a run of
+// the transport under test only when inconclusive (a promised event, such as a fence or a
+// fault taking hold, did not happen in time), never when invalid.
+func (r *Row) retryable(res *checker.Results) bool {
+	return r.guarantees != nil || res.Verdict == checker.VerdictInconclusive
 }
 
 // median is the median time to detect, or "-" when no caught run had one.

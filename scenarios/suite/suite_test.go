@@ -431,11 +431,32 @@ systems:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), f, Options{Out: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]checker.Verdict{"go": checker.VerdictValid, "broken": checker.VerdictInvalid, "missing": checker.VerdictError}
+	// A cell's run on a loaded machine may miss for want of time (a fence the real transport
+	// promised, the mutant's race not run into): the suite runs again, fresh seeds, at most
+	// twice, while only such misses stand. Any other wrong verdict fails at once.
+	var rep *Report
+	for try := 1; ; try++ {
+		rep, err = Run(context.Background(), f, Options{Out: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		missed, wrong := false, false
+		for _, c := range rep.Cells {
+			switch {
+			case c.Verdict == want[c.System]:
+			case c.System == "go" && c.Verdict == checker.VerdictInconclusive,
+				c.System == "broken" && (c.Verdict == checker.VerdictValid || c.Verdict == checker.VerdictInconclusive):
+				missed = true
+				t.Logf("try %d: %s %s (%v)", try, c.System, c.Verdict, c.Runs)
+			default:
+				wrong = true
+			}
+		}
+		if wrong || !missed || try == 3 {
+			break
+		}
+	}
 	for _, c := range rep.Cells {
 		if c.Verdict != want[c.System] {
 			t.Errorf("%s: verdict %s, want %s (%v)", c.System, c.Verdict, want[c.System], c.Runs)

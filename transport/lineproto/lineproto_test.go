@@ -285,8 +285,10 @@ func TestHungCallIsUnknownAndTheAdapterReplaced(t *testing.T) {
 	if err == nil || transport.Classify(err) != transport.Unknown {
 		t.Fatalf("hung write = %v (Classify %v), want an unknown outcome", err, transport.Classify(err))
 	}
-	if took > 3*time.Second {
-		t.Errorf("hung write took %v; the bound is the request timeout %v plus a margin", took, cfg.RequestTimeout)
+	// The bound is the request timeout; five times it is slack for a loaded machine that
+	// still fails a write left hanging, which would never be answered.
+	if took > 5*cfg.RequestTimeout {
+		t.Errorf("hung write took %v; the bound is the request timeout %v (five times it allowed)", took, cfg.RequestTimeout)
 	}
 	if tr.Restarts() != 1 {
 		t.Fatalf("restarts = %d, want 1", tr.Restarts())

@@ -260,8 +260,10 @@ func (s *suite) testStartUnreachable(t *testing.T) {
 		t.Fatal("Start succeeded against a closed port")
 	}
 	wantErr(t, "start", err, transport.ErrAdmin, transport.Fail)
-	if d := time.Since(began); d > cfg.RequestTimeout+2*time.Second {
-		t.Errorf("Start took %v, longer than its request timeout %v", d, cfg.RequestTimeout)
+	// Bounded by the request timeout: three times it leaves a loaded machine slack and still
+	// fails a Start that retries or waits out a default timeout of its own.
+	if d := time.Since(began); d > 3*cfg.RequestTimeout {
+		t.Errorf("Start took %v, more than three times its request timeout %v", d, cfg.RequestTimeout)
 	}
 }
 
@@ -610,8 +612,8 @@ func (s *suite) testCutLinks(t *testing.T) {
 	if transport.Classify(err) == transport.OK {
 		t.Fatalf("Classify(%v) = OK", err)
 	}
-	if took > cfg.RequestTimeout+2*time.Second {
-		t.Errorf("write took %v with links cut; bound is the request timeout %v", took, cfg.RequestTimeout)
+	if took > 3*cfg.RequestTimeout { // the request timeout, with slack for a loaded machine
+		t.Errorf("write took %v with links cut; bound is the request timeout %v (three times it allowed)", took, cfg.RequestTimeout)
 	}
 	if _, ok := tr.HeldToken(role); ok {
 		t.Fatal("a failed write left the holding in place")
