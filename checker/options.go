@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,9 +129,13 @@ func (o Options) config(meta *history.Meta) (config, error) {
 		c.advisory[name] = true
 	}
 	seen := map[string]bool{}
+	known := Promises()
+	if meta.Workload == history.WorkloadPipeline {
+		known = PipelinePromises()
+	}
 	for _, p := range append(append([]string{}, headerPromises...), o.Promises...) {
-		if _, ok := coverages[p]; !ok {
-			return c, fmt.Errorf("promise %q: unknown (want one of %s): %w", p, strings.Join(Promises(), ", "), ErrOptions)
+		if !slices.Contains(known, p) {
+			return c, fmt.Errorf("promise %q: unknown (want one of %s): %w", p, strings.Join(known, ", "), ErrOptions)
 		}
 		if !seen[p] {
 			seen[p] = true

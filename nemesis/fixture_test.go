@@ -388,7 +388,7 @@ func (r *memRecorder) windows(t testing.TB) []history.Fault {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := history.NewBuilder(0)
-	if err := b.Add(&history.Event{Type: history.TypeHeader, Format: history.FormatVersion}); err != nil {
+	if err := b.Add(&history.Event{Type: history.TypeHeader, Format: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range r.events {

@@ -183,7 +183,7 @@ func newSim(cfg Config, rng *rand.Rand) *sim {
 	if cfg.HashedPIDs {
 		meta.ProducerIDs = history.ProducerIDsHashed
 	}
-	s.add(&history.Event{Type: history.TypeHeader, Format: history.FormatVersion, Meta: meta})
+	s.add(&history.Event{Type: history.TypeHeader, Format: history.FormatOf(meta), Meta: meta})
 	s.work = make([][]history.Record, cfg.WorkPartitions)
 	s.workOff = make([]int64, cfg.WorkPartitions)
 	for r := range cfg.Roles {

@@ -501,11 +501,26 @@ func (d *decoder) args(l *lexer, a *Args) error {
 			var v int64
 			v, err = l.int(32)
 			a.Log = WorkLog(int32(v))
+		case "pipe":
+			a.Pipe = new(PipeArgs)
+			err = l.pipe(d, a.Pipe)
 		default:
 			err = l.skip(d)
 		}
 		return err
 	})
+}
+
+// pipe decodes a pipeline payload (args.pipe, result.pipe) into v with encoding/json.
+func (l *lexer) pipe(d *decoder, v any) error {
+	start := l.i
+	if err := l.skip(d); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(l.b[start:l.i], v); err != nil {
+		return fmt.Errorf("pipe: %v: %w", err, ErrMalformed)
+	}
+	return nil
 }
 
 func (d *decoder) token(l *lexer) (Token, error) {
@@ -556,6 +571,9 @@ func (d *decoder) result(l *lexer, r *Result) error {
 			r.Records = d.keepRecords(recs)
 			clear(recs) // drop the strings the scratch would keep alive
 			d.records = recs[:0]
+		case "pipe":
+			r.Pipe = new(PipeResult)
+			err = l.pipe(d, r.Pipe)
 		default:
 			err = l.skip(d)
 		}

@@ -23,7 +23,7 @@ func appendEvent(buf []byte, e *Event) ([]byte, error) {
 		buf = appendInt(buf, "time", e.Time)
 		format := e.Format
 		if format == 0 {
-			format = FormatVersion
+			format = FormatOf(e.Meta)
 		}
 		buf = appendInt(buf, "format", int64(format))
 		if e.Meta != nil {
@@ -45,11 +45,22 @@ func appendEvent(buf []byte, e *Event) ([]byte, error) {
 		buf = appendOptString(buf, "member", e.Member)
 		buf = appendOptString(buf, "role", e.Role)
 		buf = appendOptString(buf, "kind", string(e.Kind))
-		buf = appendArgs(buf, e.Kind, &e.Args)
+		if e.Kind.IsPipeline() {
+			if buf, err = appendPipe(buf, "args", e.Args.Pipe); err != nil {
+				return buf, fmt.Errorf("op %d: %w", e.ID, err)
+			}
+		} else {
+			buf = appendArgs(buf, e.Kind, &e.Args)
+		}
 	case TypeOK, TypeFail, TypeInfo:
 		buf = appendInt(buf, "id", e.ID)
 		buf = appendInt(buf, "time", e.Time)
-		if e.Type == TypeOK {
+		switch {
+		case e.Type == TypeOK && e.Result.Pipe != nil:
+			if buf, err = appendPipe(buf, "result", e.Result.Pipe); err != nil {
+				return buf, fmt.Errorf("op %d: %w", e.ID, err)
+			}
+		case e.Type == TypeOK:
 			buf = appendResult(buf, &e.Result)
 		}
 		buf = appendOptString(buf, "error", e.Error)
@@ -83,6 +94,24 @@ func appendEvent(buf []byte, e *Event) ([]byte, error) {
 			buf = append(buf, `,"took_hold":true`...)
 		}
 	}
+	return append(buf, '}'), nil
+}
+
+// appendPipe appends `,"key":{"pipe":PAYLOAD}` for a pipeline operation's arguments or
+// result, nothing when payload is nil. Pipeline operations are few beside a lease run's
+// millions of writes, so the payload goes through encoding/json.
+func appendPipe[T any](buf []byte, key string, payload *T) ([]byte, error) {
+	if payload == nil {
+		return buf, nil
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return buf, fmt.Errorf("%s.pipe: %w", key, err)
+	}
+	buf = append(buf, `,"`...)
+	buf = append(buf, key...)
+	buf = append(buf, `":{"pipe":`...)
+	buf = append(buf, b...)
 	return append(buf, '}'), nil
 }
 

@@ -6,10 +6,20 @@ import (
 	"strings"
 )
 
-// FormatVersion is the version of the history format this package writes and the newest it
-// reads. Bump it when a line changes meaning; adding an optional field does not need a bump,
-// because readers skip fields they do not know.
-const FormatVersion = 1
+// FormatVersion is the newest history format this package reads. It writes format 1 for a
+// lease history and FormatPipeline for a pipeline history (see FormatOf). Bump it when a line
+// changes meaning; adding an optional field does not need a bump, because readers skip
+// fields they do not know.
+const FormatVersion = FormatPipeline
+
+// FormatOf is the format a history with meta is written in: 1 for the lease workload,
+// FormatPipeline for a pipeline, so that a reader that knows only leases refuses it.
+func FormatOf(meta *Meta) int {
+	if meta != nil && meta.Workload != "" {
+		return FormatPipeline
+	}
+	return 1
+}
 
 // EventType tags a line: the header, an invoke, one of the three completions, or the start
 // or end of a fault window.
@@ -121,7 +131,8 @@ func (k Kind) IsRead() bool { return k == KindRead || k == KindFinalRead }
 
 func (k Kind) valid() bool {
 	switch k {
-	case KindRegister, KindAcquire, KindWriteLease, KindWork, KindRead, KindDescribe, KindFinalRead:
+	case KindRegister, KindAcquire, KindWriteLease, KindWork, KindRead, KindDescribe, KindFinalRead,
+		KindSend, KindTxn, KindFinalOutput, KindFinalOffsets:
 		return true
 	}
 	return false
@@ -278,6 +289,8 @@ type Args struct {
 	// Log is the log the operation writes or reads. In the file only a work partition is
 	// written (args.work_partition); the reader sets the role's lease log otherwise.
 	Log LogID
+	// Pipe are a pipeline operation's arguments (args.pipe); nil for the lease kinds.
+	Pipe *PipeArgs
 }
 
 // Result is what an ok completion returned.
@@ -291,6 +304,8 @@ type Result struct {
 	// Records are a read's records in offset order. Reads of one log that agree share their
 	// records' array (see Builder): treat records as read-only.
 	Records []Record
+	// Pipe is what a pipeline operation returned (result.pipe); nil for the lease kinds.
+	Pipe *PipeResult
 }
 
 // Meta is the header's run metadata. The checker uses LeaseDuration, ProducerIDs, Promises,
@@ -299,6 +314,11 @@ type Result struct {
 type Meta struct {
 	Run      string `json:"run,omitempty"`
 	Scenario string `json:"scenario,omitempty"`
+	// Workload is the run's workload kind: "" for leases, WorkloadPipeline for an
+	// exactly-once pipeline, whose shape is Pipeline. The checker refuses a kind it does not
+	// know rather than judge it by another's guarantees.
+	Workload string        `json:"workload,omitempty"`
+	Pipeline *PipelineMeta `json:"pipeline,omitempty"`
 	Seed     uint64 `json:"seed,omitempty"`
 	Started  string `json:"started,omitempty"` // wall clock, RFC 3339
 	Cluster  string `json:"cluster,omitempty"` // embedded, local, containers, external

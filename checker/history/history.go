@@ -173,7 +173,7 @@ func (b *Builder) remember(id int64, i int32) {
 // Add adds one event. It rejects (wrapping ErrMalformed) a time outside [0, MaxTime], an
 // event before the header, a second header, a duplicate operation or fault id, a completion without its invoke or a second
 // completion, an unknown operation kind, and a result that does not fit its operation; it
-// rejects a newer format with ErrFormat (a header's zero Format means FormatVersion). The
+// rejects a newer format with ErrFormat (a header's zero Format means FormatOf(its meta)). The
 // builder keeps e's slices, except a read's records, which it copies.
 func (b *Builder) Add(e *Event) error {
 	if err := CheckTime(e.Time); err != nil {
@@ -189,7 +189,7 @@ func (b *Builder) Add(e *Event) error {
 		b.sawHeader = true
 		format := e.Format
 		if format == 0 {
-			format = FormatVersion // as the Writer writes it
+			format = FormatOf(e.Meta) // as the Writer writes it
 		}
 		if format > FormatVersion || format < 1 {
 			return fmt.Errorf("format %d, this reader knows 1 to %d: %w", format, FormatVersion, ErrFormat)
@@ -248,6 +248,16 @@ func (b *Builder) invoke(e *Event) error {
 	if e.Client < math.MinInt32 || e.Client > math.MaxInt32 {
 		return fmt.Errorf("op %d: client %d out of range: %w", e.ID, e.Client, ErrMalformed)
 	}
+	if e.Kind.IsPipeline() {
+		// Kept whole (History.odd): a pipeline operation's payload has no place in a rec.
+		b.remember(e.ID, int32(len(b.h.ops)))
+		b.h.ops = append(b.h.ops, rec{})
+		b.h.SetOp(len(b.h.ops)-1, Op{
+			ID: e.ID, Client: e.Client, Process: e.Process, Member: e.Member, Role: e.Role, Kind: e.Kind,
+			Args: Args{Token: NoToken, Pipe: e.Args.Pipe}, Invoke: e.Time, Return: Never, Type: TypeInfo, Pending: true,
+		})
+		return nil
+	}
 	r := rec{
 		id: e.ID, invoke: e.Time, ret: Never, process: b.h.name(e.Process), member: b.h.name(e.Member), role: b.h.name(e.Role),
 		tok: NoToken, client: int32(e.Client), kind: kind, typ: TypeInfo, flags: flagPending,
@@ -284,6 +294,18 @@ func (b *Builder) complete(e *Event) error {
 		return fmt.Errorf("%s of op %d that was never invoked: %w", e.Type, e.ID, ErrMalformed)
 	}
 	r := &b.h.ops[i]
+	if r.flags&flagOdd != 0 { // a pipeline operation (see invoke)
+		op := b.h.odd[i]
+		if !op.Pending {
+			return fmt.Errorf("op %d completed twice: %w", e.ID, ErrMalformed)
+		}
+		if e.Type == TypeOK {
+			op.Result = Result{Pipe: e.Result.Pipe}
+		}
+		op.Pending, op.Type, op.Return, op.Error, op.Message = false, e.Type, e.Time, e.Error, e.Message
+		b.h.odd[i] = op
+		return nil
+	}
 	if r.flags&flagPending == 0 {
 		return fmt.Errorf("op %d completed twice: %w", e.ID, ErrMalformed)
 	}
@@ -394,7 +416,7 @@ func checkResult(k Kind, r *Result) error {
 func (b *Builder) History() *History {
 	h := &b.h
 	if !b.sawHeader {
-		h.Format = FormatVersion
+		h.Format = 1
 	}
 	slices.SortStableFunc(h.Faults, func(a, b Fault) int { return cmp.Compare(a.Start, b.Start) })
 	for _, s := range b.shared {

@@ -63,7 +63,7 @@ func TestEncodeThenReadGivesBackTheHistory(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
-		if got.Truncated || got.Format != history.FormatVersion || !reflect.DeepEqual(got.Meta, h.Meta) {
+		if got.Truncated || got.Format != history.FormatOf(&h.Meta) || !reflect.DeepEqual(got.Meta, h.Meta) {
 			t.Fatalf("seed %d: header %+v, truncated %t", seed, got.Meta, got.Truncated)
 		}
 		want := byID(h)

@@ -48,7 +48,8 @@ const (
 )
 
 // opKinds are the operation kinds a rec can name; 0 is the empty kind.
-var opKinds = [...]Kind{"", KindRegister, KindAcquire, KindWriteLease, KindWork, KindRead, KindDescribe, KindFinalRead}
+var opKinds = [...]Kind{"", KindRegister, KindAcquire, KindWriteLease, KindWork, KindRead, KindDescribe, KindFinalRead,
+	KindSend, KindTxn, KindFinalOutput, KindFinalOffsets}
 
 func kindCode(k Kind) (uint8, bool) {
 	for i, o := range opKinds {
@@ -107,8 +108,10 @@ func (h *History) pack(i int32, op *Op) rec {
 	l := op.Args.Log
 	roleLog, workLog := l != (LogID{}) && !l.Work && l.Role == op.Role, l.Work && l.Role == ""
 	// The shapes a rec has no room for: an unknown kind, a client beyond 32 bits, a result
-	// token beside a write's token, a log of another role, an offset beside records.
-	if !known || op.Client < math.MinInt32 || op.Client > math.MaxInt32 ||
+	// token beside a write's token, a log of another role, an offset beside records, and
+	// every pipeline operation (its payload has no place in a rec).
+	if !known || op.Kind.IsPipeline() || op.Args.Pipe != nil || op.Result.Pipe != nil ||
+		op.Client < math.MinInt32 || op.Client > math.MaxInt32 ||
 		op.Result.Token != nil && op.Args.Token != NoToken ||
 		l != (LogID{}) && !roleLog && !workLog ||
 		op.Result.Offset != nil && op.Result.Records != nil {

@@ -89,9 +89,9 @@ func Open(path string, opts WriterOptions) (*Writer, error) {
 	return w, nil
 }
 
-// WriteHeader appends the header line with the current format version and meta.
+// WriteHeader appends the header line with meta and the format it needs (FormatOf).
 func (w *Writer) WriteHeader(meta Meta) error {
-	return w.Append(Event{Type: TypeHeader, Format: FormatVersion, Meta: &meta})
+	return w.Append(Event{Type: TypeHeader, Format: FormatOf(&meta), Meta: &meta})
 }
 
 // Append encodes e and appends it as one line. It does not check the event sequence (the
@@ -242,7 +242,7 @@ func Encode(dst io.Writer, h *History) error {
 	w := NewWriter(dst, WriterOptions{})
 	format := h.Format
 	if format == 0 {
-		format = FormatVersion
+		format = FormatOf(&h.Meta)
 	}
 	meta := h.Meta
 	if err := w.Append(Event{Type: TypeHeader, Format: format, Meta: &meta}); err != nil {

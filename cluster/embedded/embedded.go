@@ -154,6 +154,14 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		kfake.Ports(pts...),
 		kfake.ListenFn(c.listen),
 		kfake.WithLogger(kfakeLogger{c.log}),
+		// Group timing short enough for a pipeline run's zombies to be noticed within seconds,
+		// as the local clusters' (docs/clusters.md): the classic protocol's minimum session
+		// below the members' own, and the consumer protocol's session, which is the group's.
+		kfake.BrokerConfigs(map[string]string{
+			"group.min.session.timeout.ms":         "500",
+			"group.consumer.session.timeout.ms":    "2000",
+			"group.consumer.heartbeat.interval.ms": "500",
+		}),
 	}
 	c.kc, err = kfake.NewCluster(append(kopts, opts.KfakeOpts...)...)
 	if err != nil {

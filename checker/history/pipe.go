@@ -1,0 +1,115 @@
+package history
+
+import "strconv"
+
+// WorkloadPipeline is Meta.Workload of an exactly-once pipeline run (docs/history.md,
+// "Pipelines"). An empty Meta.Workload is the lease workload.
+const WorkloadPipeline = "pipeline"
+
+// FormatPipeline is the format version of a pipeline history. A lease history is still
+// written as format 1, line for line as before; a pipeline history is format 2, so that a
+// reader that knows only leases refuses it (ErrFormat) instead of checking it as one.
+const FormatPipeline = 2
+
+// Pipeline operation kinds (docs/history.md, "Pipelines"). Their arguments and results are in
+// Args.Pipe and Result.Pipe.
+const (
+	// KindSend is the harness writing one input record: args.pipe.id names it; an ok result
+	// gives where it landed (result.pipe.sent).
+	KindSend Kind = "send"
+	// KindTxn is a member's transaction: args.pipe names the input records it consumed, the
+	// offsets it commits and the group generation it ran under. ok: committed; fail: it
+	// certainly did not commit; info: unknown.
+	KindTxn Kind = "txn"
+	// KindFinalOutput is the read of every output partition at read_committed after healing:
+	// the reference of what the pipeline committed (result.pipe.outputs).
+	KindFinalOutput Kind = "final-output"
+	// KindFinalOffsets is the fetch of the group's committed offsets after healing, with
+	// require-stable (result.pipe.offsets).
+	KindFinalOffsets Kind = "final-offsets"
+)
+
+// PipelineMeta is the shape of a pipeline run (Meta.Pipeline).
+type PipelineMeta struct {
+	Group  string `json:"group"`
+	Input  string `json:"input"`
+	Output string `json:"output"`
+	// Partitions is the input topic's partition count (the output's is at least as many).
+	Partitions int32 `json:"partitions"`
+	// Member is the member implementation (session, plain, mutant:NAME, exec:...); Protocol
+	// the group protocol, classic or consumer.
+	Member   string `json:"member,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+	// SessionTimeout is the members' session timeout, ns.
+	SessionTimeout int64 `json:"session_timeout_ns,omitempty"`
+}
+
+// IsPipeline reports whether k is a pipeline operation kind.
+func (k Kind) IsPipeline() bool {
+	return k == KindSend || k == KindTxn || k == KindFinalOutput || k == KindFinalOffsets
+}
+
+// PipeArgs are a pipeline operation's arguments.
+type PipeArgs struct {
+	// ID names an input record (send).
+	ID string `json:"id,omitempty"`
+	// Group, MemberID and Generation are the group membership a transaction ran under: the
+	// classic protocol's generation or KIP-848's member epoch.
+	Group      string `json:"group,omitempty"`
+	MemberID   string `json:"member_id,omitempty"`
+	Generation int32  `json:"generation,omitempty"`
+	// TransactionalID is the producer's transactional id (txn).
+	TransactionalID string `json:"txn_id,omitempty"`
+	// Inputs are the input records a transaction consumed, a range per partition.
+	Inputs []PipeRange `json:"inputs,omitempty"`
+	// Offsets are the input offsets a transaction commits: one past its last record, per
+	// partition.
+	Offsets []PipeOffset `json:"offsets,omitempty"`
+}
+
+// PipeRange is the input records [From, To) of one partition.
+type PipeRange struct {
+	Partition int32 `json:"partition"`
+	From      int64 `json:"from"`
+	To        int64 `json:"to"`
+}
+
+// PipeOffset is an offset of one partition.
+type PipeOffset struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+// String formats the offset as "partition/offset".
+func (o PipeOffset) String() string {
+	return strconv.Itoa(int(o.Partition)) + "/" + strconv.FormatInt(o.Offset, 10)
+}
+
+// PipeResult is what an ok pipeline operation returned.
+type PipeResult struct {
+	// Token is the producer's (id, epoch) a committed transaction ran under.
+	Token *Token `json:"token,omitempty"`
+	// Sent is where an input record landed (send).
+	Sent *PipeOffset `json:"sent,omitempty"`
+	// Outputs are the output records read committed (final-output), in offset order per
+	// partition.
+	Outputs []PipeOutput `json:"outputs,omitempty"`
+	// Offsets are the group's committed offsets (final-offsets); a partition without a
+	// committed offset is absent.
+	Offsets []PipeOffset `json:"offsets,omitempty"`
+}
+
+// PipeOutput is one output record as the final read found it: where it is, and what its
+// value says of the input record it was made from and of the transaction that wrote it.
+type PipeOutput struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+	// In is the input record's partition and offset; ID its id.
+	In PipeOffset `json:"in"`
+	ID string     `json:"id"`
+	// Txn is the id of the txn operation that produced it; Member and Generation the member
+	// and the generation it ran under.
+	Txn        int64  `json:"txn"`
+	Member     string `json:"member,omitempty"`
+	Generation int32  `json:"generation,omitempty"`
+}

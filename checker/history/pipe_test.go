@@ -1,0 +1,119 @@
+package history_test
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// pipelineEvents is a small pipeline history: a send, a committed and a failed transaction,
+// an unknown one, and the final reads.
+func pipelineEvents() []history.Event {
+	tok := history.Token{ProducerID: 7, Epoch: 2}
+	meta := &history.Meta{Workload: history.WorkloadPipeline, Pipeline: &history.PipelineMeta{
+		Group: "g", Input: "in", Output: "out", Partitions: 2, Member: "plain", Protocol: "classic",
+	}}
+	txn := &history.PipeArgs{Group: "g", MemberID: "m-1", Generation: 3, TransactionalID: "t-1",
+		Inputs: []history.PipeRange{{Partition: 1, From: 0, To: 1}}, Offsets: []history.PipeOffset{{Partition: 1, Offset: 1}}}
+	return []history.Event{
+		{Type: history.TypeHeader, Meta: meta},
+		{Type: history.TypeInvoke, ID: 1, Time: 10, Process: "seeder", Kind: history.KindSend, Args: history.Args{Pipe: &history.PipeArgs{ID: "i1"}}},
+		{Type: history.TypeOK, ID: 1, Time: 20, Result: history.Result{Pipe: &history.PipeResult{Sent: &history.PipeOffset{Partition: 1, Offset: 0}}}},
+		{Type: history.TypeInvoke, ID: 2, Time: 30, Client: 4, Process: "p1", Member: "m1", Kind: history.KindTxn, Args: history.Args{Pipe: txn}},
+		{Type: history.TypeOK, ID: 2, Time: 40, Result: history.Result{Pipe: &history.PipeResult{Token: &tok}}},
+		{Type: history.TypeInvoke, ID: 3, Time: 50, Client: 4, Process: "p1", Member: "m1", Kind: history.KindTxn, Args: history.Args{Pipe: txn}},
+		{Type: history.TypeFail, ID: 3, Time: 60, Error: "fenced", Message: "the group refused"},
+		{Type: history.TypeInvoke, ID: 4, Time: 70, Client: 4, Process: "p1", Member: "m1", Kind: history.KindTxn, Args: history.Args{Pipe: txn}},
+		{Type: history.TypeInvoke, ID: 5, Time: 80, Process: "final", Kind: history.KindFinalOutput},
+		{Type: history.TypeOK, ID: 5, Time: 90, Result: history.Result{Pipe: &history.PipeResult{Outputs: []history.PipeOutput{
+			{Partition: 1, Offset: 0, In: history.PipeOffset{Partition: 1, Offset: 0}, ID: "i1", Txn: 2, Member: "m1", Generation: 3},
+		}}}},
+		{Type: history.TypeInvoke, ID: 6, Time: 95, Process: "final", Kind: history.KindFinalOffsets},
+		{Type: history.TypeOK, ID: 6, Time: 99, Result: history.Result{Pipe: &history.PipeResult{Offsets: []history.PipeOffset{{Partition: 1, Offset: 1}}}}},
+	}
+}
+
+// TestPipelineHistoryRoundTrips: a pipeline history is written as format 2, read back to the
+// same operations (payloads, outcomes, a pending one), and written again byte for byte.
+func TestPipelineHistoryRoundTrips(t *testing.T) {
+	var buf bytes.Buffer
+	w := history.NewWriter(&buf, history.WriterOptions{})
+	for _, e := range pipelineEvents() {
+		if err := w.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(buf.String(), "\n"); !strings.Contains(first, `"format":2`) {
+		t.Errorf("header %s: want format 2", first)
+	}
+	h, err := history.Read(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Format != 2 || h.Meta.Workload != history.WorkloadPipeline || h.Meta.Pipeline.Partitions != 2 || h.Len() != 6 {
+		t.Fatalf("format %d, meta %+v, %d ops", h.Format, h.Meta, h.Len())
+	}
+	txn := h.Op(1)
+	if txn.Kind != history.KindTxn || txn.Type != history.TypeOK || txn.Result.Pipe == nil || *txn.Result.Pipe.Token != (history.Token{ProducerID: 7, Epoch: 2}) ||
+		!reflect.DeepEqual(txn.Args.Pipe, pipelineEvents()[3].Args.Pipe) || txn.Client != 4 || txn.Member != "m1" {
+		t.Errorf("committed txn read back as %+v", txn)
+	}
+	if f := h.Op(2); f.Type != history.TypeFail || f.Error != "fenced" || f.Result.Pipe != nil || f.Return != 60 {
+		t.Errorf("failed txn read back as %+v", f)
+	}
+	if p := h.Op(3); !p.Pending || p.Type != history.TypeInfo || p.Return != history.Never || h.Pending() != 1 {
+		t.Errorf("pending txn read back as %+v (pending %d)", p, h.Pending())
+	}
+	if out := h.Op(4).Result.Pipe.Outputs; len(out) != 1 || out[0].Txn != 2 || out[0].In.String() != "1/0" || out[0].ID != "i1" {
+		t.Errorf("final output read back as %+v", out)
+	}
+	var again bytes.Buffer
+	if err := history.Encode(&again, h); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := history.Read(bytes.NewReader(again.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range h.Len() {
+		if a, b := h.Op(i), h2.Op(i); !reflect.DeepEqual(a, b) {
+			t.Errorf("op %d differs after a second round:\n %+v\n %+v", i, a, b)
+		}
+	}
+}
+
+// TestPipelineEventsAreRefusedWhereTheyDoNotFit: a second completion of a pipeline operation,
+// and a newer format than the reader knows, are refused.
+func TestPipelineEventsAreRefusedWhereTheyDoNotFit(t *testing.T) {
+	b := history.NewBuilder(0)
+	evs := pipelineEvents()
+	for i := range evs[:3] {
+		if err := b.Add(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Add(&evs[2]); !errors.Is(err, history.ErrMalformed) {
+		t.Errorf("second completion of a send: %v, want ErrMalformed", err)
+	}
+	_, err := history.Read(strings.NewReader(`{"type":"header","time":0,"format":3}` + "\n"))
+	if !errors.Is(err, history.ErrFormat) {
+		t.Errorf("format 3: %v, want ErrFormat", err)
+	}
+	// A lease history's header is format 1, as it always was.
+	var buf bytes.Buffer
+	w := history.NewWriter(&buf, history.WriterOptions{})
+	if err := w.WriteHeader(history.Meta{Scenario: "steady"}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if !strings.Contains(buf.String(), `"format":1`) {
+		t.Errorf("lease header %s: want format 1", buf.String())
+	}
+}

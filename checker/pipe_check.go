@@ -1,0 +1,428 @@
+package checker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// The guarantees of an exactly-once pipeline run (docs/checker.md, "Pipelines"). Their names
+// start with eos- so that none is mistaken for a lease guarantee of a similar name.
+const (
+	// EOSNoLoss: every input record below its partition's final committed offset has its
+	// output in the committed output.
+	EOSNoLoss = "eos-no-loss"
+	// EOSNoDuplicate: no input record has more than one output in the committed output.
+	EOSNoDuplicate = "eos-no-duplicate"
+	// EOSOffsetsMatchOutput: no output of an input record at or past its partition's final
+	// committed offset; each committed transaction's offsets end where its outputs end; no
+	// committed offset beyond the input.
+	EOSOffsetsMatchOutput = "eos-offsets-match-output"
+	// EOSOrder: per input partition, outputs are committed in input order.
+	EOSOrder = "eos-order"
+	// EOSTxnOutcome: a transaction reported not committed has no output in the committed
+	// output, and one reported committed has all of its outputs there.
+	EOSTxnOutcome = "eos-txn-outcome"
+)
+
+// PipelineGuarantees lists the pipeline guarantees in the order of docs/checker.md.
+var PipelineGuarantees = []string{EOSNoLoss, EOSNoDuplicate, EOSOffsetsMatchOutput, EOSOrder, EOSTxnOutcome}
+
+// Pipeline coverage requirements a scenario can promise (besides final-read, ops-succeeded
+// and fault-took-hold, which a pipeline run is held to as a lease run is).
+const (
+	CoverRebalance = "rebalance"  // some input partition's committed transactions came from two group members
+	CoverTxnFenced = "txn-fenced" // some transaction was refused as fenced
+)
+
+func init() {
+	meanings[EOSNoLoss] = "every input record below its partition's committed offset has its output in the committed output"
+	meanings[EOSNoDuplicate] = "no input record has more than one output in the committed output"
+	meanings[EOSOffsetsMatchOutput] = "committed offsets end exactly where the committed outputs end, per partition and per transaction"
+	meanings[EOSOrder] = "per input partition, outputs are committed in input order"
+	meanings[EOSTxnOutcome] = "a transaction reported aborted has no committed output; one reported committed has all of it"
+	for _, g := range PipelineGuarantees {
+		sentinels[g] = fmt.Errorf("%s", g)
+	}
+}
+
+// pipePromises are the coverage names a pipeline history may promise.
+var pipePromises = []string{CoverFinalRead, CoverOpsSucceeded, CoverFaultTookHold, CoverRebalance, CoverTxnFenced}
+
+// PipelinePromises returns the names of every coverage requirement of a pipeline run, sorted.
+func PipelinePromises() []string { return slices.Sorted(slices.Values(pipePromises)) }
+
+// pipeRun is one Check of a pipeline history: what the index holds for the checks.
+type pipeRun struct {
+	*run
+	h *history.History
+	// sent maps each input record that landed (an ok send) to its id; sentIDs the ids of
+	// every send, landed or not.
+	sent    map[history.PipeOffset]string
+	sentIDs map[string]bool
+	ends    map[int32]int64 // per input partition: one past the highest offset sent
+	// txns are the transactions by op id.
+	txns map[int64]*history.Op
+	// outputs are the committed outputs (the final output read); committed the group's final
+	// committed offsets. haveOutput/haveOffsets say whether those final reads succeeded.
+	outputs     []history.PipeOutput
+	committed   map[int32]int64
+	haveOutput  bool
+	haveOffsets bool
+	// byInput are the committed outputs of each input record.
+	byInput map[history.PipeOffset][]history.PipeOutput
+}
+
+// checkPipeline judges a pipeline history: the linear checks of PipelineGuarantees against
+// the final reads, well-formed, and coverage. It needs no search: the output records name
+// the input record and the transaction they came from.
+func checkPipeline(_ context.Context, h *history.History, cfg config) *Results {
+	start := time.Now()
+	c := &pipeRun{run: &run{cfg: cfg, res: &Results{Format: ResultsFormat, Run: h.Meta}}, h: h}
+	for _, name := range append(slices.Clone(PipelineGuarantees), WellFormed) {
+		c.res.Checks = append(c.res.Checks, Result{Name: name, Verdict: VerdictValid, Details: map[string]any{}})
+	}
+	c.res.History = Stats{
+		Format: h.Format, Ops: h.Len(), Faults: len(h.Faults), End: h.End,
+		Truncated: h.Truncated, TruncatedLine: h.TruncatedLine, Pending: h.Pending(),
+	}
+	t0 := time.Now()
+	c.safely(c.result(WellFormed), c.index)
+	c.res.Timings.Index = int64(time.Since(t0))
+	t0 = time.Now()
+	for _, l := range []struct {
+		name  string
+		check func(*Result)
+	}{
+		{EOSNoLoss, c.checkNoLoss},
+		{EOSNoDuplicate, c.checkNoDuplicate},
+		{EOSOffsetsMatchOutput, c.checkOffsetsMatchOutput},
+		{EOSOrder, c.checkOrder},
+		{EOSTxnOutcome, c.checkTxnOutcome},
+	} {
+		r := c.result(l.name)
+		if !c.haveOutput || !c.haveOffsets {
+			// Without the reference there is nothing to judge against: never valid.
+			r.Verdict, r.Details["unknown"] = VerdictUnknown, "no successful final read of the output and the committed offsets"
+			continue
+		}
+		c.safely(r, func() { l.check(r) })
+	}
+	c.res.Timings.Linear = int64(time.Since(t0))
+	c.pipeCoverage()
+	c.finish(start)
+	c.setFirstAt()
+	return c.res
+}
+
+// index reads the history into c, and reports as well-formed anomalies what breaks the
+// recording's own rules.
+func (c *pipeRun) index() {
+	wf := c.result(WellFormed)
+	bad := func(op *history.Op, format string, args ...any) {
+		wf.Anomalies = append(wf.Anomalies, Anomaly{Guarantee: WellFormed, Ops: []int64{op.ID}, Explanation: fmt.Sprintf(format, args...)})
+	}
+	c.sent, c.sentIDs, c.ends, c.txns = map[history.PipeOffset]string{}, map[string]bool{}, map[int32]int64{}, map[int64]*history.Op{}
+	for i := range c.h.Len() {
+		op := c.h.Op(i)
+		switch op.Kind {
+		case history.KindSend:
+			if op.Args.Pipe == nil || op.Args.Pipe.ID == "" {
+				bad(&op, "send op %d names no input record", op.ID)
+				continue
+			}
+			c.sentIDs[op.Args.Pipe.ID] = true
+			if op.Type != history.TypeOK {
+				continue
+			}
+			if op.Result.Pipe == nil || op.Result.Pipe.Sent == nil {
+				bad(&op, "ok send op %d does not say where its record landed", op.ID)
+				continue
+			}
+			at := *op.Result.Pipe.Sent
+			if prev, dup := c.sent[at]; dup {
+				bad(&op, "send op %d landed at input %s, where %s already is", op.ID, at, prev)
+				continue
+			}
+			c.sent[at] = op.Args.Pipe.ID
+			c.ends[at.Partition] = max(c.ends[at.Partition], at.Offset+1)
+		case history.KindTxn:
+			if op.Args.Pipe == nil || len(op.Args.Pipe.Inputs) == 0 {
+				bad(&op, "txn op %d names no input records", op.ID)
+				continue
+			}
+			c.txns[op.ID] = &op
+		case history.KindFinalOutput:
+			if op.Type == history.TypeOK && op.Result.Pipe != nil {
+				c.outputs, c.haveOutput = op.Result.Pipe.Outputs, true // the last one read is the reference
+			}
+		case history.KindFinalOffsets:
+			if op.Type == history.TypeOK && op.Result.Pipe != nil {
+				c.committed, c.haveOffsets = map[int32]int64{}, true
+				for _, o := range op.Result.Pipe.Offsets {
+					c.committed[o.Partition] = o.Offset
+				}
+			}
+		default:
+			bad(&op, "%s op %d in a pipeline history", op.Kind, op.ID)
+		}
+	}
+	c.byInput = map[history.PipeOffset][]history.PipeOutput{}
+	for _, o := range c.outputs {
+		c.byInput[o.In] = append(c.byInput[o.In], o)
+		if _, ok := c.txns[o.Txn]; !ok {
+			wf.Anomalies = append(wf.Anomalies, Anomaly{Guarantee: WellFormed,
+				Explanation: fmt.Sprintf("output %d/%d names txn op %d, which the history does not have", o.Partition, o.Offset, o.Txn)})
+		}
+	}
+	wf.Details["sends"], wf.Details["txns"], wf.Details["outputs"] = len(c.sent), len(c.txns), len(c.outputs)
+}
+
+// partitions returns every input partition the run knows of, sorted.
+func (c *pipeRun) partitions() []int32 {
+	ps := map[int32]bool{}
+	for p := range c.ends {
+		ps[p] = true
+	}
+	for p := range c.committed {
+		ps[p] = true
+	}
+	for in := range c.byInput {
+		ps[in.Partition] = true
+	}
+	return slices.Sorted(maps.Keys(ps))
+}
+
+// checkNoLoss: every input record below its partition's committed offset has an output.
+func (c *pipeRun) checkNoLoss(r *Result) {
+	checked := 0
+	for _, p := range c.partitions() {
+		for o := range c.committed[p] {
+			in := history.PipeOffset{Partition: p, Offset: o}
+			id, known := c.sent[in]
+			if !known {
+				continue // an input the harness cannot name (an unknown send): nothing to compare
+			}
+			checked++
+			if len(c.byInput[in]) == 0 {
+				r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSNoLoss, Log: "input:" + in.String(), Offsets: []int64{o},
+					Explanation: fmt.Sprintf("input %s (%s) is below partition %d's committed offset %d, but has no output in the committed output", in, id, p, c.committed[p])})
+			}
+		}
+	}
+	r.Details["inputs_checked"] = checked
+}
+
+// checkNoDuplicate: no input record has two outputs.
+func (c *pipeRun) checkNoDuplicate(r *Result) {
+	for _, in := range slices.SortedFunc(maps.Keys(c.byInput), comparePipeOffsets) {
+		outs := c.byInput[in]
+		if len(outs) < 2 {
+			continue
+		}
+		var offsets, txns []int64
+		for _, o := range outs {
+			offsets, txns = append(offsets, o.Offset), append(txns, o.Txn)
+		}
+		r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSNoDuplicate, Log: fmt.Sprintf("output:%d", outs[0].Partition), Ops: compactIDs(txns), Offsets: offsets,
+			Explanation: fmt.Sprintf("input %s (%s) has %d outputs in the committed output (output offsets %v, from txn ops %v)", in, outs[0].ID, len(outs), offsets, txns)})
+	}
+	r.Details["inputs_with_output"] = len(c.byInput)
+}
+
+// checkOffsetsMatchOutput: no output at or past the committed offset; no committed offset
+// past the input's end; each committed transaction's offsets end where its outputs end.
+func (c *pipeRun) checkOffsetsMatchOutput(r *Result) {
+	for _, p := range c.partitions() {
+		if end, committed := c.ends[p], c.committed[p]; committed > end && len(c.sentIDs) == len(c.sent) {
+			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("input:%d", p),
+				Explanation: fmt.Sprintf("partition %d's committed offset %d is past its input's end %d", p, committed, end)})
+		}
+	}
+	for _, o := range c.outputs {
+		if committed := c.committed[o.In.Partition]; o.In.Offset >= committed {
+			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("output:%d", o.Partition), Ops: []int64{o.Txn}, Offsets: []int64{o.Offset},
+				Explanation: fmt.Sprintf("output %d/%d of input %s (txn op %d) is committed, but partition %d's committed offset is %d: the offsets were not committed with the output", o.Partition, o.Offset, o.In, o.Txn, o.In.Partition, committed)})
+		}
+	}
+	// Per transaction whose outputs were committed: its outputs cover its inputs, and the
+	// offsets it sent end where its inputs do.
+	byTxn := map[int64]map[history.PipeOffset]bool{}
+	for _, o := range c.outputs {
+		if byTxn[o.Txn] == nil {
+			byTxn[o.Txn] = map[history.PipeOffset]bool{}
+		}
+		byTxn[o.Txn][o.In] = true
+	}
+	for _, id := range slices.Sorted(maps.Keys(byTxn)) {
+		op, ok := c.txns[id]
+		if !ok {
+			continue // well-formed says so
+		}
+		a := op.Args.Pipe
+		missing := 0
+		for _, in := range a.Inputs {
+			for o := in.From; o < in.To; o++ {
+				if !byTxn[id][history.PipeOffset{Partition: in.Partition, Offset: o}] {
+					missing++
+				}
+			}
+			sent := slices.IndexFunc(a.Offsets, func(x history.PipeOffset) bool { return x.Partition == in.Partition })
+			if sent < 0 || a.Offsets[sent].Offset != in.To {
+				got := "none"
+				if sent >= 0 {
+					got = fmt.Sprint(a.Offsets[sent].Offset)
+				}
+				r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("input:%d", in.Partition), Ops: []int64{id},
+					Explanation: fmt.Sprintf("txn op %d committed the outputs of input %d/[%d,%d) with offset %s for partition %d, want %d", id, in.Partition, in.From, in.To, got, in.Partition, in.To)})
+			}
+		}
+		if missing > 0 {
+			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Ops: []int64{id},
+				Explanation: fmt.Sprintf("txn op %d is torn: %d of its inputs' outputs are in the committed output, %d are not", id, len(byTxn[id]), missing)})
+		}
+	}
+}
+
+// checkOrder: per output partition (one per input partition), outputs of one input
+// partition come in input order.
+func (c *pipeRun) checkOrder(r *Result) {
+	last := map[int32]history.PipeOutput{} // per input partition, the output read last
+	outs := slices.Clone(c.outputs)
+	slices.SortStableFunc(outs, func(a, b history.PipeOutput) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+	})
+	for _, o := range outs {
+		if prev, ok := last[o.In.Partition]; ok && o.In.Offset <= prev.In.Offset && o.In != prev.In {
+			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOrder, Log: fmt.Sprintf("output:%d", o.Partition), Ops: compactIDs([]int64{prev.Txn, o.Txn}), Offsets: []int64{prev.Offset, o.Offset},
+				Explanation: fmt.Sprintf("output %d/%d (input %s) comes after output %d/%d (input %s)", o.Partition, o.Offset, o.In, prev.Partition, prev.Offset, prev.In)})
+		}
+		last[o.In.Partition] = o
+	}
+}
+
+// checkTxnOutcome: the outcome each member reported agrees with the committed output.
+func (c *pipeRun) checkTxnOutcome(r *Result) {
+	committed := map[int64]int{}
+	for _, o := range c.outputs {
+		committed[o.Txn]++
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.txns)) {
+		op := c.txns[id]
+		switch {
+		case op.Type == history.TypeFail && committed[id] > 0:
+			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSTxnOutcome, Ops: []int64{id},
+				Explanation: fmt.Sprintf("txn op %d of %s was reported not committed (%s), but %d of its outputs are in the committed output", id, op.Member, op.Error, committed[id])})
+		case op.Type == history.TypeOK && committed[id] == 0:
+			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSTxnOutcome, Ops: []int64{id},
+				Explanation: fmt.Sprintf("txn op %d of %s was reported committed, but none of its outputs is in the committed output", id, op.Member)})
+		}
+	}
+}
+
+// pipeCoverage judges the coverage of a pipeline run: final-read and ops-succeeded always,
+// fault-took-hold when the run scheduled faults, and the promises.
+func (c *pipeRun) pipeCoverage() {
+	names := []string{CoverFinalRead, CoverOpsSucceeded}
+	if c.h.Meta.Schedule != "" {
+		names = append(names, CoverFaultTookHold)
+	}
+	for _, p := range c.cfg.promises {
+		if !slices.Contains(names, p) {
+			names = append(names, p)
+		}
+	}
+	for _, name := range names {
+		r := Result{Name: name, Verdict: VerdictValid, Details: map[string]any{}}
+		c.safely(&r, func() {
+			var ok bool
+			switch name {
+			case CoverFinalRead:
+				ok = c.haveOutput && c.haveOffsets
+				r.Details["final_output"], r.Details["final_offsets"] = c.haveOutput, c.haveOffsets
+			case CoverOpsSucceeded:
+				n := 0
+				for _, op := range c.txns {
+					if op.Type == history.TypeOK {
+						n++
+					}
+				}
+				ok, r.Details["committed_txns"] = n > 0, n
+			case CoverFaultTookHold:
+				var details map[string]any
+				ok, details = coverFaultTookHold(&index{h: c.h})
+				maps.Copy(r.Details, details)
+			case CoverRebalance:
+				members := map[int32]map[string]bool{}
+				for _, op := range c.txns {
+					if op.Type != history.TypeOK {
+						continue
+					}
+					for _, in := range op.Args.Pipe.Inputs {
+						if members[in.Partition] == nil {
+							members[in.Partition] = map[string]bool{}
+						}
+						// The group's member id: a member that left and rejoined is a new one.
+						members[in.Partition][op.Process+"/"+op.Member+"/"+op.Args.Pipe.MemberID] = true
+					}
+				}
+				moved := 0
+				for _, m := range members {
+					if len(m) >= 2 {
+						moved++
+					}
+				}
+				ok, r.Details["partitions_moved"] = moved > 0, moved
+			case CoverTxnFenced:
+				n := 0
+				for _, op := range c.txns {
+					if op.Error == history.ErrorFenced {
+						n++
+					}
+				}
+				ok, r.Details["fenced_txns"] = n > 0, n
+			default:
+				panic("no pipeline coverage named " + name)
+			}
+			if !ok {
+				r.Verdict = VerdictInconclusive
+			}
+		})
+		c.res.Coverage = append(c.res.Coverage, r)
+	}
+}
+
+// setFirstAt sets each check's FirstAt: the latest completion among the operations its
+// earliest anomaly names, as checkers of lease histories do.
+func (c *pipeRun) setFirstAt() {
+	for i := range c.res.Checks {
+		r := &c.res.Checks[i]
+		for _, a := range r.Anomalies {
+			at := int64(0)
+			for _, id := range a.Ops {
+				if op, ok := c.txns[id]; ok && op.Return != history.Never {
+					at = max(at, op.Return)
+				}
+			}
+			if at > 0 && (r.FirstAt == 0 || at < r.FirstAt) {
+				r.FirstAt = at
+			}
+		}
+	}
+}
+
+func comparePipeOffsets(a, b history.PipeOffset) int {
+	return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+}
+
+// compactIDs returns ids sorted, without repeats.
+func compactIDs(ids []int64) []int64 {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}

@@ -1,0 +1,241 @@
+package checker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// pipeHistory builds pipeline histories for the checker's tests: input records sent, member
+// transactions, and the final reads.
+type pipeHistory struct {
+	events []history.Event
+	id     int64
+	t      int64
+}
+
+func newPipeHistory(promises ...string) *pipeHistory {
+	return &pipeHistory{events: []history.Event{{Type: history.TypeHeader, Meta: &history.Meta{
+		Workload: history.WorkloadPipeline, Promises: promises,
+		Pipeline: &history.PipelineMeta{Group: "g", Input: "in", Output: "out", Partitions: 2},
+	}}}}
+}
+
+// op appends an invoke and, unless typ is 0, its completion; it returns the op's id.
+func (b *pipeHistory) op(kind history.Kind, member string, args *history.PipeArgs, typ history.EventType, res *history.PipeResult, errClass string) int64 {
+	b.id++
+	b.t += 10
+	b.events = append(b.events, history.Event{Type: history.TypeInvoke, ID: b.id, Time: b.t, Process: "p1", Member: member, Kind: kind, Args: history.Args{Pipe: args}})
+	if typ != 0 {
+		b.t += 10
+		e := history.Event{Type: typ, ID: b.id, Time: b.t, Error: errClass}
+		if typ == history.TypeOK {
+			e.Result.Pipe = res
+		}
+		b.events = append(b.events, e)
+	}
+	return b.id
+}
+
+// send sends n input records to partition p, at offsets 0..n-1.
+func (b *pipeHistory) send(p int32, n int) {
+	for o := range n {
+		b.op(history.KindSend, "", &history.PipeArgs{ID: fmt.Sprintf("i%d-%d", p, o)}, history.TypeOK,
+			&history.PipeResult{Sent: &history.PipeOffset{Partition: p, Offset: int64(o)}}, "")
+	}
+}
+
+// txn records a transaction of member over input p/[from,to) that commits offset `offset`.
+func (b *pipeHistory) txn(member string, p int32, from, to, offset int64, typ history.EventType, errClass string) int64 {
+	return b.op(history.KindTxn, member, &history.PipeArgs{Group: "g", MemberID: member, Generation: 1,
+		Inputs: []history.PipeRange{{Partition: p, From: from, To: to}}, Offsets: []history.PipeOffset{{Partition: p, Offset: offset}}},
+		typ, &history.PipeResult{Token: &history.Token{ProducerID: 1, Epoch: 0}}, errClass)
+}
+
+// outputs makes the outputs of txn for input p/[from,to), at output offsets from next on.
+func outputs(txn int64, p int32, from, to int64, next *int64) []history.PipeOutput {
+	var out []history.PipeOutput
+	for o := from; o < to; o++ {
+		out = append(out, history.PipeOutput{Partition: p, Offset: *next, In: history.PipeOffset{Partition: p, Offset: o}, ID: fmt.Sprintf("i%d-%d", p, o), Txn: txn})
+		*next++
+	}
+	return out
+}
+
+// final appends the final reads: outs and the committed offsets.
+func (b *pipeHistory) final(outs []history.PipeOutput, committed ...history.PipeOffset) {
+	b.op(history.KindFinalOutput, "", nil, history.TypeOK, &history.PipeResult{Outputs: outs}, "")
+	b.op(history.KindFinalOffsets, "", nil, history.TypeOK, &history.PipeResult{Offsets: committed}, "")
+}
+
+func (b *pipeHistory) check(t *testing.T) *checker.Results {
+	t.Helper()
+	hb := history.NewBuilder(0)
+	for i := range b.events {
+		if err := hb.Add(&b.events[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := checker.Check(context.Background(), hb.History(), checker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func checkOf(res *checker.Results, name string) checker.Result {
+	for _, r := range append(res.Checks, res.Coverage...) {
+		if r.Name == name {
+			return r
+		}
+	}
+	return checker.Result{}
+}
+
+// valid is a clean run: partition 0's 4 records in two transactions of m1, partition 1's 2
+// in one of m2, every offset committed.
+func valid() (*pipeHistory, []history.PipeOutput) {
+	b := newPipeHistory()
+	b.send(0, 4)
+	b.send(1, 2)
+	var next0, next1 int64
+	t1 := b.txn("m1", 0, 0, 2, 2, history.TypeOK, "")
+	t2 := b.txn("m1", 0, 2, 4, 4, history.TypeOK, "")
+	t3 := b.txn("m2", 1, 0, 2, 2, history.TypeOK, "")
+	outs := append(append(outputs(t1, 0, 0, 2, &next0), outputs(t2, 0, 2, 4, &next0)...), outputs(t3, 1, 0, 2, &next1)...)
+	return b, outs
+}
+
+func TestPipelineValidRun(t *testing.T) {
+	b, outs := valid()
+	b.final(outs, history.PipeOffset{Partition: 0, Offset: 4}, history.PipeOffset{Partition: 1, Offset: 2})
+	res := b.check(t)
+	if res.Verdict != checker.VerdictValid {
+		t.Fatalf("verdict %s, want valid: %+v %+v", res.Verdict, res.Checks, res.Coverage)
+	}
+	var names []string
+	for _, r := range res.Checks {
+		names = append(names, r.Name)
+	}
+	if got, want := strings.Join(names, " "), strings.Join(append(checker.PipelineGuarantees, checker.WellFormed), " "); got != want {
+		t.Errorf("checks %s, want %s (no lease guarantee judges a pipeline)", got, want)
+	}
+}
+
+// TestPipelineAnomalies: each guarantee catches the anomaly it names, and only the guarantees
+// that must.
+func TestPipelineAnomalies(t *testing.T) {
+	p0 := func(o int64) history.PipeOffset { return history.PipeOffset{Partition: 0, Offset: o} }
+	p1 := history.PipeOffset{Partition: 1, Offset: 2}
+	for _, tc := range []struct {
+		name  string
+		build func() *pipeHistory
+		want  []string // the guarantees violated
+	}{
+		{"an output lost below the committed offset", func() *pipeHistory {
+			b, outs := valid()
+			b.final(append(outs[:1:1], outs[2:]...), p0(4), p1) // input 0/1's output gone
+			return b
+		}, []string{checker.EOSNoLoss, checker.EOSOffsetsMatchOutput}}, // its txn torn: offsets-match-output
+		{"a duplicate: a zombie's transaction committed the same inputs again", func() *pipeHistory {
+			b, outs := valid()
+			var next int64 = 6
+			z := b.txn("zombie", 0, 2, 4, 4, history.TypeOK, "")
+			b.final(append(outs, outputs(z, 0, 2, 4, &next)...), p0(4), p1)
+			return b
+		}, []string{checker.EOSNoDuplicate, checker.EOSOrder}},
+		{"outputs committed without their offsets", func() *pipeHistory {
+			b, outs := valid()
+			b.final(outs, p0(2), p1) // the second transaction's offsets were not committed
+			return b
+		}, []string{checker.EOSOffsetsMatchOutput}},
+		{"a transaction that committed the wrong offset", func() *pipeHistory {
+			b := newPipeHistory()
+			b.send(0, 2)
+			var next int64
+			t1 := b.txn("m1", 0, 0, 2, 1, history.TypeOK, "") // offset 1, but it consumed 0 and 1
+			b.final(outputs(t1, 0, 0, 2, &next), p0(1))
+			return b
+		}, []string{checker.EOSOffsetsMatchOutput}},
+		{"outputs out of input order", func() *pipeHistory {
+			b, outs := valid()
+			outs[0].Offset, outs[1].Offset = outs[1].Offset, outs[0].Offset
+			b.final(outs, p0(4), p1)
+			return b
+		}, []string{checker.EOSOrder}},
+		{"a transaction reported aborted whose outputs are committed", func() *pipeHistory {
+			b := newPipeHistory()
+			b.send(0, 2)
+			var next int64
+			t1 := b.txn("m1", 0, 0, 2, 2, history.TypeFail, history.ErrorFenced)
+			b.final(outputs(t1, 0, 0, 2, &next), p0(2))
+			return b
+		}, []string{checker.EOSTxnOutcome}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := tc.build().check(t)
+			if res.Verdict != checker.VerdictInvalid {
+				t.Errorf("verdict %s, want invalid", res.Verdict)
+			}
+			for _, g := range checker.PipelineGuarantees {
+				r := checkOf(res, g)
+				want := strings.Contains(strings.Join(tc.want, " "), g)
+				if got := r.Verdict == checker.VerdictInvalid; got != want {
+					t.Errorf("%s: %s %v, want invalid: %v", g, r.Verdict, r.Anomalies, want)
+				}
+			}
+			if wf := checkOf(res, checker.WellFormed); wf.Verdict != checker.VerdictValid {
+				t.Errorf("well-formed: %s %v", wf.Verdict, wf.Anomalies)
+			}
+		})
+	}
+}
+
+// TestPipelineFailsClosed: a pipeline history without its final reads is never valid; a
+// history of a workload the checker does not know is refused; a lease promise is refused in a
+// pipeline history; a quiet run is inconclusive on what it promised.
+func TestPipelineFailsClosed(t *testing.T) {
+	b, _ := valid()
+	res := b.check(t)
+	if res.Verdict == checker.VerdictValid {
+		t.Errorf("no final reads: verdict valid")
+	}
+	for _, g := range checker.PipelineGuarantees {
+		if r := checkOf(res, g); r.Verdict != checker.VerdictUnknown {
+			t.Errorf("%s without final reads: %s, want unknown", g, r.Verdict)
+		}
+	}
+
+	h := history.NewBuilder(0)
+	if err := h.Add(&history.Event{Type: history.TypeHeader, Format: 2, Meta: &history.Meta{Workload: "streams"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checker.Check(context.Background(), h.History(), checker.Options{}); !errors.Is(err, checker.ErrOptions) || !strings.Contains(err.Error(), "streams") {
+		t.Errorf("unknown workload: %v, want an options error naming it", err)
+	}
+
+	b = newPipeHistory(checker.CoverHandoff)
+	hb := history.NewBuilder(0)
+	for i := range b.events {
+		hb.Add(&b.events[i])
+	}
+	if _, err := checker.Check(context.Background(), hb.History(), checker.Options{}); !errors.Is(err, checker.ErrOptions) {
+		t.Errorf("lease promise in a pipeline history: %v, want an options error", err)
+	}
+
+	b = newPipeHistory(checker.CoverRebalance, checker.CoverTxnFenced)
+	bb, outs := valid()
+	b.events = append(b.events, bb.events[1:]...)
+	b.id, b.t = bb.id, bb.t
+	b.final(outs, history.PipeOffset{Partition: 0, Offset: 4}, history.PipeOffset{Partition: 1, Offset: 2})
+	res = b.check(t)
+	if res.Verdict != checker.VerdictInconclusive || checkOf(res, checker.CoverRebalance).Verdict != checker.VerdictInconclusive ||
+		checkOf(res, checker.CoverTxnFenced).Verdict != checker.VerdictInconclusive {
+		t.Errorf("a run without a rebalance or a fence: %s, %+v", res.Verdict, res.Coverage)
+	}
+}

@@ -1,0 +1,113 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fencecheck/fencecheck/transport/pipeline"
+	"github.com/fencecheck/fencecheck/internal/units"
+)
+
+// ErrConfig marks a Config that cannot run; the error names the field.
+var ErrConfig = errors.New("pipeline workload")
+
+// Config is the shape of a pipeline run: how many members on how many processes, the input
+// they copy, and the timings. Zero fields take the defaults of withDefaults.
+type Config struct {
+	// Member is the member implementation: session (kgo.GroupTransactSession), plain, or a
+	// deliberately broken one, mutant:NAME. Default plain.
+	Member string `json:"member,omitempty" yaml:"member,omitempty"`
+	// Protocol is the group protocol: classic (default) or consumer (KIP-848, Kafka 4.0+).
+	Protocol string `json:"protocol,omitempty" yaml:"protocol,omitempty"`
+	// Processes is how many processes the members run in, each behind its own links.
+	// Default 2.
+	Processes int `json:"processes,omitempty" yaml:"processes,omitempty"`
+	// Members is how many members the group has, spread over the processes in turn.
+	// Default 3.
+	Members int `json:"members,omitempty" yaml:"members,omitempty"`
+	// Partitions is the input topic's partition count (the output's is the same). Default 4.
+	Partitions int32 `json:"partitions,omitempty" yaml:"partitions,omitempty"`
+	// Preload is how many input records are written before the members start. Default 40.
+	Preload int `json:"preload,omitempty" yaml:"preload,omitempty"`
+	// Rate is how many input records per second are written while the run lasts. Default 50.
+	Rate float64 `json:"rate,omitempty" yaml:"rate,omitempty"`
+	// MaxPoll is the most records one transaction carries. Default 5.
+	MaxPoll int `json:"max_poll,omitempty" yaml:"max_poll,omitempty"`
+	// Restart is how often, on average, a member leaves the group and a new one joins in its
+	// place: rebalances in a run without faults. 0 (default): never.
+	Restart units.Duration `json:"restart,omitempty" yaml:"restart,omitempty"`
+	// SessionTimeout is the members' group session timeout (the classic protocol's; under
+	// the consumer protocol the cluster's group setting rules). Default 3s.
+	SessionTimeout units.Duration `json:"session_timeout,omitempty" yaml:"session_timeout,omitempty"`
+	// TransactionTimeout is the members' transaction timeout. Default 10s.
+	TransactionTimeout units.Duration `json:"transaction_timeout,omitempty" yaml:"transaction_timeout,omitempty"`
+	// RequestTimeout bounds each request of a member. Default 5s.
+	RequestTimeout units.Duration `json:"request_timeout,omitempty" yaml:"request_timeout,omitempty"`
+}
+
+// withDefaults validates c and fills in its defaults. Errors wrap ErrConfig and name the field
+// as a scenario file spells it.
+func (c Config) withDefaults() (Config, error) {
+	bad := func(field, format string, args ...any) (Config, error) {
+		return c, fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Processes < 0:
+		return bad("processes", "must not be negative, got %d", c.Processes)
+	case c.Members < 0:
+		return bad("members", "must not be negative, got %d", c.Members)
+	case c.Partitions < 0:
+		return bad("partitions", "must not be negative, got %d", c.Partitions)
+	case c.Preload < 0:
+		return bad("preload", "must not be negative, got %d", c.Preload)
+	case c.Rate < 0:
+		return bad("rate", "must not be negative, got %v", c.Rate)
+	case c.MaxPoll < 0:
+		return bad("max_poll", "must not be negative, got %d", c.MaxPoll)
+	case c.Restart < 0:
+		return bad("restart", "must not be negative, got %v", c.Restart)
+	case c.SessionTimeout < 0, c.TransactionTimeout < 0, c.RequestTimeout < 0:
+		return bad("session_timeout, transaction_timeout, request_timeout", "must not be negative")
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Processes, 2)
+	def(&c.Members, 3)
+	def(&c.Preload, 40)
+	def(&c.MaxPoll, 5)
+	if c.Partitions == 0 {
+		c.Partitions = 4
+	}
+	if c.Rate == 0 {
+		c.Rate = 50
+	}
+	for _, d := range []struct {
+		v *units.Duration
+		d time.Duration
+	}{{&c.SessionTimeout, 3 * time.Second}, {&c.TransactionTimeout, 10 * time.Second}, {&c.RequestTimeout, 5 * time.Second}} {
+		if *d.v == 0 {
+			*d.v = units.Duration(d.d)
+		}
+	}
+	if c.Member == "" {
+		c.Member = pipeline.KindPlain
+	}
+	if c.Member != pipeline.KindSession && c.Member != pipeline.KindPlain && !strings.HasPrefix(c.Member, pipeline.MutantPrefix) {
+		return bad("member", "%q, want %s, %s or %sNAME", c.Member, pipeline.KindSession, pipeline.KindPlain, pipeline.MutantPrefix)
+	}
+	if c.Protocol == "" {
+		c.Protocol = pipeline.ProtocolClassic
+	}
+	if c.Protocol != pipeline.ProtocolClassic && c.Protocol != pipeline.ProtocolConsumer {
+		return bad("protocol", "%q, want %s or %s", c.Protocol, pipeline.ProtocolClassic, pipeline.ProtocolConsumer)
+	}
+	if c.TransactionTimeout.D() < c.RequestTimeout.D() {
+		return bad("transaction_timeout", "%v is shorter than the request timeout %v: a transaction would time out while its commit is still allowed to run", c.TransactionTimeout, c.RequestTimeout)
+	}
+	return c, nil
+}

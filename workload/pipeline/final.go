@@ -1,0 +1,126 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster"
+)
+
+// sentinel is the value of the records FinalReads writes to find the output's end.
+const sentinel = "fencecheck:end"
+
+// FinalReads reads, after Run and the heal, what the pipeline committed: the output topic
+// at read_committed (a final-output operation) and the group's committed offsets with
+// require-stable (final-offsets). Both go straight to the cluster, not through the links.
+// To know where the output ends it writes a sentinel to each output partition outside any
+// transaction and reads until it has them all: what comes before a sentinel is everything
+// committed before it, and a transaction still open holds the read back until it ends, so
+// a transaction that never ends shows as a failed final read, not as a short one.
+func (wl *Workload) FinalReads(ctx context.Context) error {
+	// A transaction left open by a member that died can take its timeout to be aborted.
+	ctx, cancel := context.WithTimeout(ctx, 2*wl.cfg.TransactionTimeout.D()+30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(append(cluster.ClientSecurity(wl.cl).KgoOpts(),
+		kgo.SeedBrokers(wl.cl.Bootstrap()...),
+		kgo.ClientID("fencecheck-final"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{wl.output: wl.allPartitions(kgo.NewOffset().AtStart())}),
+		kgo.DisableClientMetrics())...)
+	if err != nil {
+		return fmt.Errorf("final reads: %w", err)
+	}
+	defer cl.Close()
+	errOut := wl.finalOutput(ctx, cl)
+	errOffsets := wl.finalOffsets(ctx, cl)
+	return errors.Join(errOut, errOffsets, wl.failed())
+}
+
+func (wl *Workload) allPartitions(o kgo.Offset) map[int32]kgo.Offset {
+	m := map[int32]kgo.Offset{}
+	for p := range wl.cfg.Partitions {
+		m[p] = o
+	}
+	return m
+}
+
+// finalOutput reads the output up to the sentinels and records it.
+func (wl *Workload) finalOutput(ctx context.Context, cl *kgo.Client) error {
+	op := wl.lastOp.Add(1)
+	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: wl.now(), Process: FinalProcess, Kind: history.KindFinalOutput})
+	fail := func(err error) error {
+		wl.append(history.Event{Type: history.TypeInfo, ID: op, Time: wl.now(), Error: history.ErrorTimeout, Message: err.Error()})
+		return fmt.Errorf("final read of the output: %w", err)
+	}
+	var ends []*kgo.Record
+	for p := range wl.cfg.Partitions {
+		ends = append(ends, &kgo.Record{Topic: wl.output, Partition: p, Value: []byte(sentinel)})
+	}
+	if err := cl.ProduceSync(ctx, ends...).FirstErr(); err != nil {
+		return fail(fmt.Errorf("write the sentinels: %w", err))
+	}
+	var outs []history.PipeOutput
+	left := int(wl.cfg.Partitions)
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fail(fmt.Errorf("%d sentinels not read: %w (a transaction still open holds the output back)", left, ctx.Err()))
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) == sentinel {
+				left--
+				return
+			}
+			var o history.PipeOutput
+			if err := json.Unmarshal(r.Value, &o); err != nil {
+				// Not an output a member made: the checker finds no transaction of this id.
+				o = history.PipeOutput{In: history.PipeOffset{Partition: -1, Offset: -1}, ID: "unreadable: " + string(r.Value), Txn: -1}
+			}
+			o.Partition, o.Offset = r.Partition, r.Offset
+			outs = append(outs, o)
+		})
+	}
+	slices.SortStableFunc(outs, func(a, b history.PipeOutput) int {
+		if a.Partition != b.Partition {
+			return int(a.Partition - b.Partition)
+		}
+		return int(a.Offset - b.Offset)
+	})
+	if outs == nil {
+		outs = []history.PipeOutput{}
+	}
+	wl.append(history.Event{Type: history.TypeOK, ID: op, Time: wl.now(), Result: history.Result{Pipe: &history.PipeResult{Outputs: outs}}})
+	return nil
+}
+
+// finalOffsets fetches the group's committed offsets, stable, and records them.
+func (wl *Workload) finalOffsets(ctx context.Context, cl *kgo.Client) error {
+	op := wl.lastOp.Add(1)
+	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: wl.now(), Process: FinalProcess, Kind: history.KindFinalOffsets})
+	resp, err := kadm.NewClient(cl).FetchOffsets(kadm.RequireStable(ctx), wl.group)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		wl.append(history.Event{Type: history.TypeInfo, ID: op, Time: wl.now(), Error: "error", Message: err.Error()})
+		return fmt.Errorf("final fetch of the committed offsets: %w", err)
+	}
+	offsets := []history.PipeOffset{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == wl.input && o.At >= 0 {
+			offsets = append(offsets, history.PipeOffset{Partition: o.Partition, Offset: o.At})
+		}
+	})
+	sortOffsets(offsets)
+	wl.append(history.Event{Type: history.TypeOK, ID: op, Time: wl.now(), Result: history.Result{Pipe: &history.PipeResult{Offsets: offsets}}})
+	return nil
+}

@@ -1,0 +1,450 @@
+// Package pipeline is fencecheck's exactly-once pipeline workload: the harness writes numbered
+// records to an input topic, outside the faults, while the members of one consumer group copy
+// them to an output topic, each in transactions that also commit the input offsets with the
+// group's metadata (transport/pipeline). Every record sent and every transaction is recorded
+// in the history; after the run the final reads take the committed output and the group's
+// committed offsets, against which the checker judges exactly-once (docs/pipelines.md).
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
+	"github.com/fencecheck/fencecheck/transport"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
+)
+
+// Process names of the harness's own actors in the history.
+const (
+	// SeederProcess writes the input records (send operations).
+	SeederProcess = "seeder"
+	// FinalProcess makes the final reads.
+	FinalProcess = "final"
+)
+
+// Stats count what a run did.
+type Stats struct {
+	Sent, SendsFailed          int64
+	Committed, Failed, Unknown int64
+	Restarts                   int64
+}
+
+// Workload is one pipeline run on a cluster: New, Run, FinalReads, Close.
+type Workload struct {
+	cfg  Config
+	cl   cluster.Cluster
+	log  *slog.Logger
+	w    *history.Writer
+	seed uint64
+
+	group, input, output string
+
+	start   time.Time
+	lastOp  atomic.Int64
+	errOnce sync.Once
+	err     atomic.Pointer[error]
+
+	seeder  *kgo.Client
+	sendSeq atomic.Int64
+	sends   sync.WaitGroup // sends whose completion is not yet recorded
+
+	members []*member
+	stats   struct{ sent, sendsFailed, committed, failed, unknown, restarts atomic.Int64 }
+	ran     atomic.Bool
+}
+
+// member is one member of the group and the loop that drives it.
+type member struct {
+	wl      *Workload
+	name    string // m1, m2, ...
+	process string // p1, p2, ...
+	txnID   string
+	dial    cluster.DialFunc
+	rng     *rand.Rand
+}
+
+// Options are a run's own settings.
+type Options struct {
+	// Tag makes the run's topic and group names its own ("fencecheck.TAG.input", ...): a
+	// cluster that a suite reuses keeps the last run's. Default: the time of New.
+	Tag string
+	// Start is the history's time base. Default: the time of New.
+	Start time.Time
+	// Seed seeds the members' random choices (Config.Restart).
+	Seed   uint64
+	Logger *slog.Logger
+}
+
+// New creates the topics and the seeder's client, and records nothing: the caller writes the
+// history's header (with Meta) after New, and Run writes the preload, then starts the
+// members.
+func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer, opts Options) (*Workload, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tag := opts.Tag
+	if tag == "" {
+		tag = fmt.Sprintf("%x", time.Now().UnixNano())
+	}
+	start := opts.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	seed := opts.Seed
+	wl := &Workload{
+		cfg: cfg, cl: cl, log: log, w: w, seed: seed, start: start,
+		group: "fencecheck." + tag + ".group", input: "fencecheck." + tag + ".input", output: "fencecheck." + tag + ".output",
+	}
+	if err := wl.createTopics(ctx); err != nil {
+		return nil, err
+	}
+	seeder, err := kgo.NewClient(append(cluster.ClientSecurity(cl).KgoOpts(),
+		kgo.SeedBrokers(cl.Bootstrap()...),
+		kgo.ClientID("fencecheck-seeder"),
+		kgo.DefaultProduceTopic(wl.input),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+		kgo.DisableClientMetrics())...)
+	if err != nil {
+		return nil, fmt.Errorf("seeder: %w", err)
+	}
+	wl.seeder = seeder
+	for i := range cfg.Members {
+		n := i%cfg.Processes + 1
+		dial, err := cl.Links(ctx, n)
+		if err != nil {
+			seeder.Close()
+			return nil, fmt.Errorf("links of %s: %w", links.ProcessName(n), err)
+		}
+		wl.members = append(wl.members, &member{
+			wl: wl, name: fmt.Sprintf("m%d", i+1), process: links.ProcessName(n),
+			txnID: fmt.Sprintf("%s-m%d", wl.group, i+1), dial: dial,
+			rng: rand.New(rand.NewPCG(seed, uint64(i+1))),
+		})
+	}
+	return wl, nil
+}
+
+// Meta fills in the history header's description of the run.
+func (wl *Workload) Meta(m *history.Meta) {
+	m.Workload = history.WorkloadPipeline
+	m.Pipeline = &history.PipelineMeta{
+		Group: wl.group, Input: wl.input, Output: wl.output, Partitions: wl.cfg.Partitions,
+		Member: wl.cfg.Member, Protocol: wl.cfg.Protocol, SessionTimeout: int64(wl.cfg.SessionTimeout.D()),
+	}
+}
+
+// Start is the history's time base.
+func (wl *Workload) Start() time.Time { return wl.start }
+
+// Stats returns what the run did so far.
+func (wl *Workload) Stats() Stats {
+	s := &wl.stats
+	return Stats{Sent: s.sent.Load(), SendsFailed: s.sendsFailed.Load(), Committed: s.committed.Load(),
+		Failed: s.failed.Load(), Unknown: s.unknown.Load(), Restarts: s.restarts.Load()}
+}
+
+func (wl *Workload) createTopics(ctx context.Context) error {
+	admin, err := cluster.AdminClient(wl.cl, wl.log)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	replication := int16(min(3, max(1, wl.cl.Info().Brokers)))
+	for _, topic := range []string{wl.input, wl.output} {
+		resp, err := adm.CreateTopic(ctx, wl.cfg.Partitions, replication, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return fmt.Errorf("create topic %s: %w", topic, err)
+		}
+	}
+	return nil
+}
+
+// now is the history time.
+func (wl *Workload) now() int64 { return int64(time.Since(wl.start)) }
+
+// append writes e, keeping the first error: a history that cannot be written makes the run
+// worthless.
+func (wl *Workload) append(e history.Event) {
+	if err := wl.w.Append(e); err != nil {
+		wl.errOnce.Do(func() {
+			err = fmt.Errorf("history: %w", err)
+			wl.err.Store(&err)
+		})
+	}
+}
+
+func (wl *Workload) failed() error {
+	if p := wl.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// send writes the next input record, asynchronously; its completion is recorded when the
+// broker answers. The records go round the partitions in turn.
+func (wl *Workload) send(ctx context.Context) {
+	seq := wl.sendSeq.Add(1) - 1
+	id := fmt.Sprintf("i%d", seq)
+	op := wl.lastOp.Add(1)
+	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: wl.now(), Process: SeederProcess, Kind: history.KindSend,
+		Args: history.Args{Pipe: &history.PipeArgs{ID: id}}})
+	wl.sends.Add(1)
+	r := &kgo.Record{Partition: int32(seq % int64(wl.cfg.Partitions)), Key: []byte(id), Value: []byte(id)}
+	wl.seeder.Produce(ctx, r, func(r *kgo.Record, err error) {
+		defer wl.sends.Done()
+		if err != nil {
+			// The idempotent producer gave up: the record may or may not be there.
+			wl.stats.sendsFailed.Add(1)
+			wl.append(history.Event{Type: history.TypeInfo, ID: op, Time: wl.now(), Error: "send", Message: err.Error()})
+			return
+		}
+		wl.stats.sent.Add(1)
+		wl.append(history.Event{Type: history.TypeOK, ID: op, Time: wl.now(),
+			Result: history.Result{Pipe: &history.PipeResult{Sent: &history.PipeOffset{Partition: r.Partition, Offset: r.Offset}}}})
+	})
+}
+
+// Run runs the members and the seeder for d (or until ctx ends), then stops them: members
+// close (aborting an open transaction), and every send is answered. It returns ctx's error
+// when ctx ended first, and the history's error if it could not be written. Run runs once.
+func (wl *Workload) Run(ctx context.Context, d time.Duration) error {
+	if !wl.ran.CompareAndSwap(false, true) {
+		return errors.New("pipeline workload: Run called twice")
+	}
+	for range wl.cfg.Preload {
+		wl.send(context.WithoutCancel(ctx))
+	}
+	wl.sends.Wait()
+	runCtx, stop := context.WithTimeout(ctx, d)
+	defer stop()
+	var wg sync.WaitGroup
+	for _, m := range wl.members {
+		wg.Go(func() { m.run(runCtx) })
+	}
+	wg.Go(func() {
+		every := time.Duration(float64(time.Second) / wl.cfg.Rate)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				wl.send(context.WithoutCancel(runCtx))
+			}
+		}
+	})
+	wg.Wait()
+	wl.sends.Wait()
+	s := wl.Stats()
+	wl.log.Info("pipeline stopped", "sent", s.Sent, "committed", s.Committed, "failed", s.Failed, "unknown", s.Unknown, "restarts", s.Restarts)
+	if ctx.Err() != nil {
+		return errors.Join(wl.failed(), ctx.Err())
+	}
+	return wl.failed()
+}
+
+// memberConfig is the configuration of member m's client.
+func (wl *Workload) memberConfig(m *member) pipeline.Config {
+	conn := transport.NewConfig(strings.Join(wl.cl.Bootstrap(), ","), wl.cfg.TransactionTimeout.D())
+	conn.ClientID = "fencecheck-" + m.process + "-" + m.name
+	conn.RequestTimeout = wl.cfg.RequestTimeout.D()
+	conn.Dial = m.dial
+	conn.Logger = wl.log.With("process", m.process, "member", m.name)
+	if s := cluster.ClientSecurity(wl.cl); s.Enabled() {
+		// The links speak TLS themselves (links.Network.SetTLS); the member adds SASL only.
+		s = s.SASLOnly()
+		if s.Enabled() {
+			conn.Security = &transport.ClientSecurity{TLS: s.TLS, SASLMechanism: s.SASLMechanism, Username: s.Username, Password: s.Password}
+		}
+	}
+	return pipeline.Config{
+		Conn: conn, Group: wl.group, Input: wl.input, Output: wl.output, TransactionalID: m.txnID,
+		SessionTimeout: wl.cfg.SessionTimeout.D(), MaxPoll: wl.cfg.MaxPoll, Protocol: wl.cfg.Protocol,
+	}
+}
+
+// run drives m until ctx ends: poll, copy in a transaction, and start over with a new
+// member when the old one cannot go on (or, with Config.Restart, at random).
+func (m *member) run(ctx context.Context) {
+	wl := m.wl
+	var mb pipeline.Member
+	defer func() {
+		if mb != nil {
+			mb.Close()
+		}
+	}()
+	restartAt := m.nextRestart()
+	for ctx.Err() == nil {
+		if mb == nil {
+			var err error
+			if mb, err = pipeline.New(ctx, wl.cfg.Member, wl.memberConfig(m)); err != nil {
+				wl.log.Warn("start member", "member", m.name, "err", err)
+				sleep(ctx, time.Second)
+				continue
+			}
+		}
+		if !restartAt.IsZero() && time.Now().After(restartAt) {
+			mb.Close()
+			mb, restartAt = nil, m.nextRestart()
+			wl.stats.restarts.Add(1)
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		b, err := mb.Poll(pctx)
+		cancel()
+		if len(b.Records) == 0 {
+			if err != nil && ctx.Err() == nil && pctx.Err() == nil {
+				wl.log.Debug("poll", "member", m.name, "err", err)
+				sleep(ctx, 100*time.Millisecond)
+			}
+			continue
+		}
+		if res := m.transact(ctx, mb, b); res.Restart {
+			mb.Close()
+			mb = nil
+			wl.stats.restarts.Add(1)
+		}
+	}
+}
+
+// nextRestart is when m leaves the group next with Config.Restart, zero without.
+func (m *member) nextRestart() time.Time {
+	if m.wl.cfg.Restart <= 0 {
+		return time.Time{}
+	}
+	mean := m.wl.cfg.Restart.D()
+	return time.Now().Add(mean/2 + time.Duration(m.rng.Int64N(int64(mean))))
+}
+
+// transact copies b in one transaction and records it.
+func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Batch) pipeline.Result {
+	wl := m.wl
+	op := wl.lastOp.Add(1)
+	args := &history.PipeArgs{Group: wl.group, MemberID: b.MemberID, Generation: b.Generation, TransactionalID: m.txnID,
+		Inputs: ranges(b.Records)}
+	for p, o := range b.Offsets() {
+		args.Offsets = append(args.Offsets, history.PipeOffset{Partition: p, Offset: o})
+	}
+	sortOffsets(args.Offsets)
+	outs := make([]pipeline.Output, len(b.Records))
+	for i, r := range b.Records {
+		v, _ := json.Marshal(history.PipeOutput{In: history.PipeOffset{Partition: r.Partition, Offset: r.Offset}, ID: string(r.Value),
+			Txn: op, Member: m.name, Generation: b.Generation})
+		outs[i] = pipeline.Output{Partition: r.Partition, Key: r.Key, Value: v}
+	}
+	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: wl.now(), Process: m.process, Member: m.name, Kind: history.KindTxn,
+		Args: history.Args{Pipe: args}})
+	// The transaction is not cut by the run's end: stopping lets it finish, so the history
+	// does not end with a burst of unknown outcomes. Its own requests are bounded.
+	res := mb.Transact(context.WithoutCancel(ctx), b, outs)
+	e := history.Event{ID: op, Time: wl.now()}
+	switch res.Outcome {
+	case transport.OK:
+		wl.stats.committed.Add(1)
+		tok := history.Token{ProducerID: res.Token.ProducerID, Epoch: res.Token.Epoch}
+		e.Type, e.Result = history.TypeOK, history.Result{Pipe: &history.PipeResult{Token: &tok}}
+	case transport.Fail:
+		wl.stats.failed.Add(1)
+		e.Type, e.Error, e.Message = history.TypeFail, errorClass(res.Err), errText(res.Err)
+	default:
+		wl.stats.unknown.Add(1)
+		e.Type, e.Error, e.Message = history.TypeInfo, errorClass(res.Err), errText(res.Err)
+	}
+	wl.append(e)
+	return res
+}
+
+// errorClass is the history's error class of a transaction that did not commit.
+func errorClass(err error) string {
+	switch {
+	case errors.Is(err, pipeline.ErrFenced):
+		return history.ErrorFenced
+	case errors.Is(err, context.DeadlineExceeded):
+		return history.ErrorTimeout
+	case err == nil:
+		return ""
+	}
+	return "error"
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// ranges returns the input ranges of records: one per run of consecutive offsets of a
+// partition (read committed skips no offset of a non-transactional input, so one per
+// partition as a rule).
+func ranges(records []pipeline.Record) []history.PipeRange {
+	var out []history.PipeRange
+	for _, r := range records {
+		if n := len(out); n > 0 && out[n-1].Partition == r.Partition && out[n-1].To == r.Offset {
+			out[n-1].To++
+			continue
+		}
+		merged := false
+		for i := range out {
+			if out[i].Partition == r.Partition && out[i].To == r.Offset {
+				out[i].To++
+				merged = true
+				break
+			}
+		}
+		if !merged {
+			out = append(out, history.PipeRange{Partition: r.Partition, From: r.Offset, To: r.Offset + 1})
+		}
+	}
+	return out
+}
+
+func sortOffsets(o []history.PipeOffset) {
+	for i := 1; i < len(o); i++ {
+		for j := i; j > 0 && o[j].Partition < o[j-1].Partition; j-- {
+			o[j], o[j-1] = o[j-1], o[j]
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Close closes the seeder. The members closed when Run returned.
+func (wl *Workload) Close() {
+	if wl.seeder != nil {
+		wl.seeder.Close()
+	}
+}

@@ -1,0 +1,136 @@
+//go:build !kafka
+
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/cluster/embedded"
+	"github.com/fencecheck/fencecheck/internal/units"
+	"github.com/fencecheck/fencecheck/workload/pipeline"
+)
+
+// run runs a pipeline workload for d on a fresh embedded cluster and returns its history,
+// read back from the file.
+func run(t *testing.T, cfg pipeline.Config, d time.Duration) (*history.History, pipeline.Stats) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d+3*time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := embedded.New(ctx, embedded.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	w, err := history.Open(path, history.WriterOptions{FlushInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, err := pipeline.New(ctx, cfg, c, w, pipeline.Options{Seed: 1, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Close()
+	meta := history.Meta{Scenario: "test", Seed: 1}
+	wl.Meta(&meta)
+	if err := w.WriteHeader(meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := wl.Run(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := wl.FinalReads(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, wl.Stats()
+}
+
+// TestPipelineRunIsExactlyOnce: members that leave and rejoin copy every input record exactly
+// once, in order, and the checker finds it so from the history alone: valid, with partitions
+// that changed hands (rebalance) and transactions committed.
+func TestPipelineRunIsExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pipeline for 8 s")
+	}
+	t.Parallel()
+	for _, member := range []string{"plain", "session"} {
+		t.Run(member, func(t *testing.T) {
+			t.Parallel()
+			cfg := pipeline.Config{Member: member, Processes: 2, Members: 3, Partitions: 4, Restart: units.Duration(3 * time.Second)}
+			h, st := run(t, cfg, 8*time.Second)
+			t.Logf("%+v", st)
+			if h.Format != history.FormatPipeline || h.Meta.Workload != history.WorkloadPipeline {
+				t.Fatalf("history format %d, workload %q", h.Format, h.Meta.Workload)
+			}
+			if st.Sent == 0 || st.Committed == 0 || st.Restarts == 0 {
+				t.Fatalf("stats %+v: want records sent, transactions committed and members restarted", st)
+			}
+			h.Meta.Promises = []string{checker.CoverRebalance}
+			res, err := checker.Check(context.Background(), h, checker.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verdict != checker.VerdictValid {
+				for _, r := range append(res.Checks, res.Coverage...) {
+					t.Logf("%s: %s %v %v", r.Name, r.Verdict, r.Anomalies, r.Details)
+				}
+				t.Fatalf("verdict %s, want valid", res.Verdict)
+			}
+			// The final reads saw every record the run sent, copied: the committed offsets
+			// reach the input's end once the members caught up.
+			var outputs int
+			for _, op := range h.All() {
+				if op.Kind == history.KindFinalOutput && op.Type == history.TypeOK {
+					outputs = len(op.Result.Pipe.Outputs)
+				}
+			}
+			if outputs == 0 {
+				t.Fatal("the final read found no output")
+			}
+		})
+	}
+}
+
+// TestConfigErrorsNameTheField: a bad configuration is refused before anything starts, naming
+// the field as a scenario file spells it.
+func TestConfigErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		cfg   pipeline.Config
+		field string
+	}{
+		{pipeline.Config{Members: -1}, "members"},
+		{pipeline.Config{Member: "kafka-streams"}, "member"},
+		{pipeline.Config{Protocol: "eager"}, "protocol"},
+		{pipeline.Config{TransactionTimeout: units.Duration(time.Second)}, "transaction_timeout"},
+		{pipeline.Config{Rate: -2}, "rate"},
+	} {
+		_, err := pipeline.New(context.Background(), tc.cfg, nil, nil, pipeline.Options{})
+		if !errors.Is(err, pipeline.ErrConfig) || !containsWord(err.Error(), tc.field) {
+			t.Errorf("%+v: %v, want a config error naming %s", tc.cfg, err, tc.field)
+		}
+	}
+}
+
+func containsWord(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		if s[i:i+len(w)] == w && (i+len(w) == len(s) || s[i+len(w)] == ':') {
+			return true
+		}
+	}
+	return false
+}
