@@ -319,9 +319,9 @@ type Meta struct {
 	// know rather than judge it by another's guarantees.
 	Workload string        `json:"workload,omitempty"`
 	Pipeline *PipelineMeta `json:"pipeline,omitempty"`
-	Seed     uint64 `json:"seed,omitempty"`
-	Started  string `json:"started,omitempty"` // wall clock, RFC 3339
-	Cluster  string `json:"cluster,omitempty"` // embedded, local, containers, external
+	Seed     uint64        `json:"seed,omitempty"`
+	Started  string        `json:"started,omitempty"` // wall clock, RFC 3339
+	Cluster  string        `json:"cluster,omitempty"` // embedded, local, containers, external
 	// TransactionVersion is the transaction version the run's producers speak, 1 or 2 (0:
 	// unknown): what the processes' transports reported when they started. A client without
 	// KIP-890 speaks 1 on a cluster that finalized 2.

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencecheck/fencecheck/transport/pipeline"
 	"github.com/fencecheck/fencecheck/internal/units"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
 )
 
 // ErrConfig marks a Config that cannot run; the error names the field.
