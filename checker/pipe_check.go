@@ -12,7 +12,9 @@ import (
 )
 
 // The guarantees of an exactly-once pipeline run (docs/checker.md, "Pipelines"). Their names
-// start with eos- so that none is mistaken for a lease guarantee of a similar name.
+// start with eos- so that none is mistaken for a lease guarantee of a similar name. Their
+// anomalies name the transactions (Ops) and say the input and output offsets in words: an
+// anomaly's Offsets are records of a lease log, which a pipeline does not have.
 const (
 	// EOSNoLoss: every input record below its partition's final committed offset has its
 	// output in the committed output.
@@ -37,7 +39,9 @@ var PipelineGuarantees = []string{EOSNoLoss, EOSNoDuplicate, EOSOffsetsMatchOutp
 // and fault-took-hold, which a pipeline run is held to as a lease run is).
 const (
 	CoverRebalance = "rebalance"  // some input partition's committed transactions came from two group members
-	CoverTxnFenced = "txn-fenced" // some transaction was refused as fenced
+	// CoverTxnAborted: some transaction certainly did not commit (a zombie's, once its member
+	// learned it lost its partitions, or one the group or the broker refused as fenced).
+	CoverTxnAborted = "txn-aborted"
 )
 
 func init() {
@@ -52,7 +56,7 @@ func init() {
 }
 
 // pipePromises are the coverage names a pipeline history may promise.
-var pipePromises = []string{CoverFinalRead, CoverOpsSucceeded, CoverFaultTookHold, CoverRebalance, CoverTxnFenced}
+var pipePromises = []string{CoverFinalRead, CoverOpsSucceeded, CoverFaultTookHold, CoverRebalance, CoverTxnAborted}
 
 // PipelinePromises returns the names of every coverage requirement of a pipeline run, sorted.
 func PipelinePromises() []string { return slices.Sorted(slices.Values(pipePromises)) }
@@ -210,7 +214,7 @@ func (c *pipeRun) checkNoLoss(r *Result) {
 			}
 			checked++
 			if len(c.byInput[in]) == 0 {
-				r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSNoLoss, Log: "input:" + in.String(), Offsets: []int64{o},
+				r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSNoLoss, Log: "input:" + in.String(),
 					Explanation: fmt.Sprintf("input %s (%s) is below partition %d's committed offset %d, but has no output in the committed output", in, id, p, c.committed[p])})
 			}
 		}
@@ -229,7 +233,7 @@ func (c *pipeRun) checkNoDuplicate(r *Result) {
 		for _, o := range outs {
 			offsets, txns = append(offsets, o.Offset), append(txns, o.Txn)
 		}
-		r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSNoDuplicate, Log: fmt.Sprintf("output:%d", outs[0].Partition), Ops: compactIDs(txns), Offsets: offsets,
+		r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSNoDuplicate, Log: fmt.Sprintf("output:%d", outs[0].Partition), Ops: compactIDs(txns),
 			Explanation: fmt.Sprintf("input %s (%s) has %d outputs in the committed output (output offsets %v, from txn ops %v)", in, outs[0].ID, len(outs), offsets, txns)})
 	}
 	r.Details["inputs_with_output"] = len(c.byInput)
@@ -246,7 +250,7 @@ func (c *pipeRun) checkOffsetsMatchOutput(r *Result) {
 	}
 	for _, o := range c.outputs {
 		if committed := c.committed[o.In.Partition]; o.In.Offset >= committed {
-			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("output:%d", o.Partition), Ops: []int64{o.Txn}, Offsets: []int64{o.Offset},
+			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("output:%d", o.Partition), Ops: []int64{o.Txn},
 				Explanation: fmt.Sprintf("output %d/%d of input %s (txn op %d) is committed, but partition %d's committed offset is %d: the offsets were not committed with the output", o.Partition, o.Offset, o.In, o.Txn, o.In.Partition, committed)})
 		}
 	}
@@ -299,7 +303,7 @@ func (c *pipeRun) checkOrder(r *Result) {
 	})
 	for _, o := range outs {
 		if prev, ok := last[o.In.Partition]; ok && o.In.Offset <= prev.In.Offset && o.In != prev.In {
-			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOrder, Log: fmt.Sprintf("output:%d", o.Partition), Ops: compactIDs([]int64{prev.Txn, o.Txn}), Offsets: []int64{prev.Offset, o.Offset},
+			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOrder, Log: fmt.Sprintf("output:%d", o.Partition), Ops: compactIDs([]int64{prev.Txn, o.Txn}),
 				Explanation: fmt.Sprintf("output %d/%d (input %s) comes after output %d/%d (input %s)", o.Partition, o.Offset, o.In, prev.Partition, prev.Offset, prev.In)})
 		}
 		last[o.In.Partition] = o
@@ -378,14 +382,17 @@ func (c *pipeRun) pipeCoverage() {
 					}
 				}
 				ok, r.Details["partitions_moved"] = moved > 0, moved
-			case CoverTxnFenced:
-				n := 0
+			case CoverTxnAborted:
+				aborted, fenced := 0, 0
 				for _, op := range c.txns {
+					if op.Type == history.TypeFail {
+						aborted++
+					}
 					if op.Error == history.ErrorFenced {
-						n++
+						fenced++
 					}
 				}
-				ok, r.Details["fenced_txns"] = n > 0, n
+				ok, r.Details["aborted_txns"], r.Details["fenced_txns"] = aborted > 0, aborted, fenced
 			default:
 				panic("no pipeline coverage named " + name)
 			}

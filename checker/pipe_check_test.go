@@ -228,14 +228,14 @@ func TestPipelineFailsClosed(t *testing.T) {
 		t.Errorf("lease promise in a pipeline history: %v, want an options error", err)
 	}
 
-	b = newPipeHistory(checker.CoverRebalance, checker.CoverTxnFenced)
+	b = newPipeHistory(checker.CoverRebalance, checker.CoverTxnAborted)
 	bb, outs := valid()
 	b.events = append(b.events, bb.events[1:]...)
 	b.id, b.t = bb.id, bb.t
 	b.final(outs, history.PipeOffset{Partition: 0, Offset: 4}, history.PipeOffset{Partition: 1, Offset: 2})
 	res = b.check(t)
 	if res.Verdict != checker.VerdictInconclusive || checkOf(res, checker.CoverRebalance).Verdict != checker.VerdictInconclusive ||
-		checkOf(res, checker.CoverTxnFenced).Verdict != checker.VerdictInconclusive {
+		checkOf(res, checker.CoverTxnAborted).Verdict != checker.VerdictInconclusive {
 		t.Errorf("a run without a rebalance or a fence: %s, %+v", res.Verdict, res.Coverage)
 	}
 }

@@ -167,15 +167,18 @@ func pointLatest(root, path string) error {
 // RunInfo is run.json: what identifies a run and how to repeat it. It is written first, before
 // the cluster starts, so even a run that dies early says what it was.
 type RunInfo struct {
-	Scenario    string            `json:"scenario"`
-	Description string            `json:"description,omitempty"`
-	Seed        uint64            `json:"seed"`
-	Started     time.Time         `json:"started"`
-	Command     string            `json:"command"` // the command line that repeats this run: fencecheck run DIR --seed N
-	Revision    string            `json:"revision,omitempty"`
-	Cluster     string            `json:"cluster"`
-	Kafka       string            `json:"kafka_version,omitempty"`
-	TxnVersion  int               `json:"transaction_version,omitempty"`
+	Scenario    string    `json:"scenario"`
+	Description string    `json:"description,omitempty"`
+	Seed        uint64    `json:"seed"`
+	Started     time.Time `json:"started"`
+	Command     string    `json:"command"` // the command line that repeats this run: fencecheck run DIR --seed N
+	Revision    string    `json:"revision,omitempty"`
+	Cluster     string    `json:"cluster"`
+	Kafka       string    `json:"kafka_version,omitempty"`
+	TxnVersion  int       `json:"transaction_version,omitempty"`
+	// Workload is the workload kind: "" or "lease", or "pipeline", whose Members are the
+	// group's members (Roles is 0).
+	Workload    string            `json:"workload,omitempty"`
 	Processes   int               `json:"processes"`
 	Roles       int               `json:"roles"`
 	Members     int               `json:"members"`

@@ -1,10 +1,14 @@
 package scenarios
 
 import (
+	"slices"
+
+	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/transport/mutant"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
 )
 
 // What the command line shows of the packages a run is composed of. The CLI only wires flags
@@ -16,8 +20,35 @@ import (
 func Faults() []nemesis.FaultInfo { return nemesis.Faults() }
 
 // Mutants lists the deliberately broken transports a run can test instead of the real one
-// (Options.Transport "mutant:NAME"), with the guarantees each must be caught breaking.
-func Mutants() []mutant.Description { return mutant.List() }
+// (Options.Transport "mutant:NAME"), with the guarantees each must be caught breaking: the
+// lease transport's, then the pipeline's mutant members that a catalogue scenario catches.
+func Mutants() []mutant.Description {
+	out := mutant.List()
+	for _, m := range pipeline.Mutants {
+		if c, ok := pipelineMutantChecks[m.Name]; ok {
+			out = append(out, mutant.Description{Name: m.Name, Summary: m.Summary, Guarantees: c.guarantees, Scenario: c.scenario})
+		}
+	}
+	return out
+}
+
+// IsPipelineMutant reports whether name is a pipeline mutant of Mutants.
+func IsPipelineMutant(name string) bool {
+	_, ok := pipelineMutantChecks[name]
+	return ok && slices.ContainsFunc(pipeline.Mutants, func(m pipeline.Mutant) bool { return m.Name == name })
+}
+
+// pipelineMutantChecks are, for the pipeline's mutant members that selftest runs, the
+// scenario that shows the flaw and the guarantees it must be caught breaking. read-uncommitted
+// is not among them: it shows only on input written in aborted transactions, and the
+// pipeline's input is written outside transactions.
+var pipelineMutantChecks = map[string]struct {
+	scenario   string
+	guarantees []string
+}{
+	"group-id-only":       {"pipeline-zombie", []string{checker.EOSNoDuplicate}},
+	"offsets-outside-txn": {"pipeline-zombie", []string{checker.EOSNoDuplicate, checker.EOSOffsetsMatchOutput}},
+}
 
 // RegressionMutants are the mutants made for regressions (selftest does not run them).
 func RegressionMutants() []mutant.Description { return mutant.RegressionList() }

@@ -21,6 +21,7 @@ import (
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/workload"
+	"github.com/fencecheck/fencecheck/workload/pipeline"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -94,11 +95,62 @@ func (s *Scenario) ApplyTiming() {
 	}
 }
 
-// WorkloadSpec is a workload preset plus overrides: every field of workload.Config may be set
-// next to preset, and wins over the preset's value.
+// WorkloadSpec is the run's workload. Kind chooses it: the lease workload (the default), a
+// preset plus overrides, where every field of workload.Config may be set next to preset and
+// wins over the preset's value; or an exactly-once pipeline, configured by Pipeline.
 type WorkloadSpec struct {
-	Preset          string `json:"preset" yaml:"preset"`
+	// Kind is KindLease ("" in a file means it) or KindPipeline.
+	Kind string `json:"kind,omitempty" yaml:"kind,omitempty"`
+	// Pipeline configures a pipeline workload; nil takes every default.
+	Pipeline        *pipeline.Config `json:"pipeline,omitempty" yaml:"pipeline,omitempty"`
+	Preset          string           `json:"preset" yaml:"preset"`
 	workload.Config `yaml:",inline"`
+}
+
+// The workload kinds of WorkloadSpec.Kind.
+const (
+	KindLease    = "lease"
+	KindPipeline = "pipeline"
+)
+
+// ShapePipeline sets a pipeline's processes and members (a zero leaves one as it is), in a
+// copy of Pipeline: a scenario's Pipeline may be shared with the catalogue's.
+func (w *WorkloadSpec) ShapePipeline(processes, members int) {
+	var cfg pipeline.Config
+	if w.Pipeline != nil {
+		cfg = *w.Pipeline
+	}
+	if processes != 0 {
+		cfg.Processes = processes
+	}
+	if members != 0 {
+		cfg.Members = members
+	}
+	w.Pipeline = &cfg
+}
+
+// IsPipeline reports whether the workload is an exactly-once pipeline.
+func (w *WorkloadSpec) IsPipeline() bool { return w.Kind == KindPipeline }
+
+// Validate checks the workload of its kind, naming the first bad field.
+func (w *WorkloadSpec) Validate() error {
+	switch w.Kind {
+	case "", KindLease:
+		if w.Pipeline != nil {
+			return errors.New("pipeline: set only with kind: pipeline")
+		}
+		return w.Config.Validate()
+	case KindPipeline:
+		var cfg pipeline.Config
+		if w.Pipeline != nil {
+			cfg = *w.Pipeline
+		}
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("kind: %q, want %s or %s", w.Kind, KindLease, KindPipeline)
 }
 
 // NemesisSpec is the fault schedule: random (faults picked with the run's seed every
@@ -180,6 +232,9 @@ func (s *Scenario) Validate() error {
 		}
 	}
 	known := checker.Promises()
+	if s.Workload.IsPipeline() {
+		known = checker.PipelinePromises()
+	}
 	for i, p := range s.Promises {
 		if !slices.Contains(known, p) {
 			return bad(fmt.Errorf("promises[%d]: %q is not one of %s", i, p, strings.Join(known, ", ")))

@@ -24,7 +24,7 @@ func TestSharesCluster(t *testing.T) {
 		"steady": true, "holder-partition": true, "coordinator-partition": true, "zombie-holder": true,
 		"black-hole": true, "slow-links": true, "flapping": true,
 		"kill-coordinator": false, "kill-leader": false, "pause-broker": false, "isolate-broker": false,
-		"rolling-restart": false, "chaos": false,
+		"rolling-restart": false, "chaos": false, "pipeline-steady": true, "pipeline-zombie": true,
 	}
 	for _, name := range scenarios.Names() {
 		s, _, err := scenarios.Builtin(name)

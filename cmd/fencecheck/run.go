@@ -145,9 +145,9 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.StringVar(&f.links, "links", "", "how processes' links to brokers are built: proxy (toxiproxy proxies) or conn (toxics inside each process's connections, no extra file descriptors) (default: the scenario's, proxy)")
 	fl.StringVar(&f.brokerCommands, "broker-commands", "", "YAML file of an external cluster's broker commands (kill, pause, resume, restart, isolate, unisolate, health; see docs/external.md)")
 	fl.StringVar(&f.security, "security", "", "secure the client listener: "+strings.Join(scenarios.SecurityModes, ", ")+" (local and containers make their certificates and credentials; external takes them from FENCECHECK_* variables, see docs/security.md)")
-	fl.IntVar(&f.processes, "processes", 0, "transport instances (default: the scenario's)")
+	fl.IntVar(&f.processes, "processes", 0, "transport instances; a pipeline's processes (default: the scenario's)")
 	fl.IntVar(&f.roles, "roles", 0, "roles (default: the scenario's)")
-	fl.IntVar(&f.members, "members", 0, "members per role (default: the scenario's)")
+	fl.IntVar(&f.members, "members", 0, "members per role; a pipeline's members (default: the scenario's)")
 	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, mutant:NAME (a deliberately broken one; see: fencecheck selftest --list), or exec:COMMAND (an adapter program per process speaking the line protocol of docs/exec-protocol.md, e.g. exec:'fencecheck adapter')")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
 	return c
@@ -197,14 +197,27 @@ func (f *runFlags) apply(c *cobra.Command, s *scenarios.Scenario) error {
 	if set("duration") {
 		s.Duration = scenarios.Duration(f.duration)
 	}
-	if set("processes") {
-		s.Workload.Processes = f.processes
-	}
-	if set("roles") {
-		s.Workload.Roles = f.roles
-	}
-	if set("members") {
-		s.Workload.MembersPerRole = f.members
+	if s.Workload.IsPipeline() {
+		// A pipeline has processes and members, and no roles.
+		if set("roles") {
+			return fmt.Errorf("--roles: scenario %s is a pipeline, which has no roles (--processes and --members shape it)", s.Name)
+		}
+		if set("processes") {
+			s.Workload.ShapePipeline(f.processes, 0)
+		}
+		if set("members") {
+			s.Workload.ShapePipeline(0, f.members)
+		}
+	} else {
+		if set("processes") {
+			s.Workload.Processes = f.processes
+		}
+		if set("roles") {
+			s.Workload.Roles = f.roles
+		}
+		if set("members") {
+			s.Workload.MembersPerRole = f.members
+		}
 	}
 	if set("cluster") && s.Cluster.Kind == scenarios.KindExternal && s.Cluster.Bootstrap == "" {
 		// Name the flag the user typed, not the scenario field it fills.

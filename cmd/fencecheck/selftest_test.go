@@ -77,7 +77,7 @@ func TestSelftest(t *testing.T) {
 	}
 	// On the embedded cluster the runs go side by side by default.
 	want := []string{"PASS  real", "selftest passed", "at a time"}
-	for _, m := range mutant.List() {
+	for _, m := range scenarios.Mutants() {
 		want = append(want, "PASS  mutant:"+m.Name)
 	}
 	if len(want) < 2+10 {
@@ -92,7 +92,7 @@ func TestSelftest(t *testing.T) {
 	rows := 0
 	for line := range strings.Lines(string(out)) {
 		f := strings.Fields(line)
-		if len(f) < 5 || !slices.ContainsFunc(mutant.List(), func(m mutant.Description) bool { return m.Name == f[0] }) {
+		if len(f) < 5 || !slices.ContainsFunc(scenarios.Mutants(), func(m mutant.Description) bool { return m.Name == f[0] }) {
 			continue
 		}
 		rows++
@@ -102,7 +102,7 @@ func TestSelftest(t *testing.T) {
 			t.Errorf("row %q: no time to detect (%v)", line, err)
 		}
 	}
-	if rows != len(mutant.List()) {
-		t.Errorf("%d table rows, want one per mutant (%d):\n%s", rows, len(mutant.List()), out)
+	if rows != len(scenarios.Mutants()) {
+		t.Errorf("%d table rows, want one per mutant (%d):\n%s", rows, len(scenarios.Mutants()), out)
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/fencecheck/fencecheck/transport/lineproto"
 	"github.com/fencecheck/fencecheck/transport/mutant"
 	"github.com/fencecheck/fencecheck/workload"
+	pipewl "github.com/fencecheck/fencecheck/workload/pipeline"
 )
 
 // Options configure one run of a scenario.
@@ -109,8 +110,18 @@ func Run(ctx context.Context, s *scenarios.Scenario, opts Options) (out *Outcome
 		return nil, fmt.Errorf("%w: scenario %s runs on a %s cluster, the cluster given is %s", scenarios.ErrScenario,
 			s.Name, s.Cluster.Kind, opts.Cluster.Info().Kind)
 	}
-	start, err := transportStart(opts.Transport)
-	if err != nil {
+	var start workload.StartFunc
+	if s.Workload.IsPipeline() {
+		// A pipeline's members are chosen by the scenario and --transport (pipelineMember),
+		// checked here so that a bad flag fails before anything starts.
+		cfg, err := pipelineConfig(s)
+		if err == nil {
+			_, err = pipelineMember(opts.Transport, cfg)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", scenarios.ErrScenario, err)
+		}
+	} else if start, err = transportStart(opts.Transport); err != nil {
 		return nil, fmt.Errorf("%w: %w", scenarios.ErrScenario, err)
 	}
 	if opts.Transport == "" {
@@ -131,9 +142,15 @@ func Run(ctx context.Context, s *scenarios.Scenario, opts Options) (out *Outcome
 	defer logFile.Close()
 	r.log = slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})).
 		With("scenario", s.Name, "seed", opts.Seed)
-	r.say("fencecheck %s: seed %d, %s cluster, %d processes × %d roles × %d members, %v → %s",
-		s.Name, opts.Seed, s.Cluster.Kind, s.Workload.Processes, s.Workload.Roles, s.Workload.MembersPerRole,
-		s.Duration, dir)
+	if s.Workload.IsPipeline() {
+		cfg, _ := pipelineConfig(s) // validated above
+		r.say("fencecheck %s: seed %d, %s cluster, a pipeline of %d members on %d processes, %v → %s",
+			s.Name, opts.Seed, s.Cluster.Kind, cfg.Members, cfg.Processes, s.Duration, dir)
+	} else {
+		r.say("fencecheck %s: seed %d, %s cluster, %d processes × %d roles × %d members, %v → %s",
+			s.Name, opts.Seed, s.Cluster.Kind, s.Workload.Processes, s.Workload.Roles, s.Workload.MembersPerRole,
+			s.Duration, dir)
+	}
 	for _, w := range s.Warnings() {
 		r.log.Warn("scenario: " + w)
 	}
@@ -165,6 +182,7 @@ type runner struct {
 	cl      cluster.Cluster
 	hist    *history.Writer
 	wl      *workload.Workload
+	pipe    *pipewl.Workload // a pipeline run's workload, instead of wl
 	nem     *nemesis.Nemesis
 	sched   nemesis.Schedule
 	harness []error // harness failures: the verdict becomes error
@@ -270,6 +288,10 @@ func (r *runner) openWorkload(ctx context.Context) error {
 		cfg.WorkTopic = "fencecheck." + runID + ".work"
 	}
 	meta := cfg.Meta(info)
+	if r.s.Workload.IsPipeline() {
+		// The lease workload's settings (the lease, the producer-id order) mean nothing here.
+		meta = history.Meta{Cluster: info.Kind, TransactionVersion: info.TxnVersion}
+	}
 	meta.Run = string(r.dir)
 	meta.Scenario = r.s.Name
 	meta.Seed = r.opts.Seed
@@ -283,6 +305,9 @@ func (r *runner) openWorkload(ctx context.Context) error {
 		for _, line := range r.s.Nemesis.Script {
 			meta.Script = append(meta.Script, strings.Join(strings.Fields(line), " "))
 		}
+	}
+	if r.s.Workload.IsPipeline() {
+		return r.openPipeline(ctx, meta)
 	}
 	// Flushed every second: a run killed with SIGKILL keeps all but its last second of
 	// history, which `fencecheck check` can still judge. The header waits for the
@@ -380,6 +405,21 @@ func (r *runner) runLoad(ctx context.Context) error {
 	if r.opts.StatusEvery > 0 {
 		wg.Go(func() { r.statusLoop(ctx) })
 	}
+	if r.pipe != nil {
+		err := r.pipe.Run(ctx, r.s.Duration.D())
+		cancel()
+		wg.Wait()
+		if r.opts.Live {
+			fmt.Fprint(r.opts.Console, "\r\033[K")
+		}
+		st := r.pipe.Stats()
+		r.say("copied       %d input records sent; %d transactions committed, %d aborted, %d unknown; %d member restarts",
+			st.Sent, st.Committed, st.Failed, st.Unknown, st.Restarts)
+		if nemErr != nil {
+			err = errors.Join(err, fmt.Errorf("nemesis: %w", nemErr))
+		}
+		return err
+	}
 	err := r.wl.Run(ctx, r.s.Duration.D())
 	cancel()
 	wg.Wait()
@@ -411,7 +451,12 @@ func (r *runner) statusLoop(ctx context.Context) {
 				faults = append(faults, a.String())
 			}
 		}
-		line := statusLine(r.wl.Stats(), r.s.Workload.Roles, r.s.Duration.D(), faults)
+		var line string
+		if r.pipe != nil {
+			line = pipelineStatus(r.pipe.Stats(), time.Since(r.pipe.Start()), r.s.Duration.D(), faults)
+		} else {
+			line = statusLine(r.wl.Stats(), r.s.Workload.Roles, r.s.Duration.D(), faults)
+		}
 		if r.opts.Live {
 			fmt.Fprint(r.opts.Console, "\r\033[K"+line)
 		} else {
@@ -460,6 +505,19 @@ func (r *runner) cleanup(ctx context.Context) {
 			}
 			return err
 		})
+	}
+	if r.pipe != nil {
+		_ = r.phase("final reads", func() error {
+			fctx, cancel := context.WithTimeout(ctx, finalTimeout)
+			defer cancel()
+			if r.cl != nil {
+				if err := cluster.WaitHealthy(fctx, r.cl, r.log); err != nil {
+					return fmt.Errorf("cluster not healthy: %w", err)
+				}
+			}
+			return r.pipe.FinalReads(fctx)
+		})
+		r.pipe.Close()
 	}
 	if r.wl != nil {
 		_ = r.phase("final reads", func() error {
@@ -530,8 +588,13 @@ func (r *runner) writeRunInfo(interrupted bool) error {
 		Started: r.started, Command: r.command, Revision: revision(), Cluster: r.s.Cluster.Kind,
 		Kafka: r.s.Cluster.KafkaVersion, TxnVersion: r.s.Cluster.TransactionVersion,
 		Processes: r.s.Workload.Processes, Roles: r.s.Workload.Roles, Members: r.s.Workload.MembersPerRole,
+		Workload: r.s.Workload.Kind,
 		Duration: r.s.Duration.D(), Transport: r.opts.Transport, Interrupted: interrupted, Expanded: expanded,
 		Resources: r.resources,
+	}
+	if r.s.Workload.IsPipeline() {
+		cfg, _ := pipelineConfig(r.s) // validated by Run
+		info.Processes, info.Roles, info.Members = cfg.Processes, 0, cfg.Members
 	}
 	if r.cl != nil {
 		ci := r.cl.Info()

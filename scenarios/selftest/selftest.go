@@ -88,7 +88,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// The real transport runs in every scenario a mutant uses: a scenario that the real
 	// transport fails would prove nothing about the mutants.
 	res := &Result{}
+	execTransport := strings.HasPrefix(opts.Transport, "exec:")
 	for _, m := range scenarios.Mutants() {
+		if execTransport && scenarios.IsPipelineMutant(m.Name) {
+			continue // the exec protocol serves leases only: no transport under test for a pipeline
+		}
 		if !slices.ContainsFunc(res.Reals, func(r *Row) bool { return r.scenario == m.Scenario }) {
 			res.Reals = append(res.Reals, &Row{transport: opts.Transport, scenario: m.Scenario})
 		}

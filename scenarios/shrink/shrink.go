@@ -265,6 +265,10 @@ func run(ctx context.Context, o *Origin, opts Options, try tryFunc) (*Result, er
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
+	if o.Scenario.Workload.IsPipeline() {
+		// Its reductions (processes, roles, members, the load) are the lease workload's.
+		return nil, fmt.Errorf("%w: %s is a pipeline run; shrink reduces lease runs only (yet): repeat it with the command in its report", ErrNotShrinkable, o.Dir)
+	}
 	target := opts.Guarantees
 	if len(target) == 0 {
 		target = o.Failed

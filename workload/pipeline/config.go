@@ -47,6 +47,15 @@ type Config struct {
 	RequestTimeout units.Duration `json:"request_timeout,omitempty" yaml:"request_timeout,omitempty"`
 }
 
+// Validate reports the first field of c that cannot run, naming it (ErrConfig).
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// WithDefaults returns c with its zero fields set to the defaults, or Validate's error.
+func (c Config) WithDefaults() (Config, error) { return c.withDefaults() }
+
 // withDefaults validates c and fills in its defaults. Errors wrap ErrConfig and name the field
 // as a scenario file spells it.
 func (c Config) withDefaults() (Config, error) {

@@ -69,12 +69,25 @@ type Workload struct {
 
 // member is one member of the group and the loop that drives it.
 type member struct {
-	wl      *Workload
-	name    string // m1, m2, ...
-	process string // p1, p2, ...
-	txnID   string
-	dial    cluster.DialFunc
-	rng     *rand.Rand
+	wl       *Workload
+	name     string // m1, m2, ...
+	process  string // p1, p2, ...
+	processN int
+	txnID    string
+	dial     cluster.DialFunc // the process's links, through gate
+	gate     *gate
+	rng      *rand.Rand
+
+	mu sync.Mutex
+	// polled is, per input partition, the history time of the member's last poll that
+	// returned records of it (Owner).
+	polled map[int32]int64
+	// The freeze (freeze.go): armed until the member reaches its pause point, frozen while it
+	// is stopped there; thaw ends it; froze and resumed are its span since Start.
+	armed, frozen, thawClosed bool
+	armFor                    time.Duration
+	thaw                      chan struct{}
+	froze, resumed            time.Duration
 }
 
 // Options are a run's own settings.
@@ -135,10 +148,11 @@ func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer,
 			seeder.Close()
 			return nil, fmt.Errorf("links of %s: %w", links.ProcessName(n), err)
 		}
+		g := &gate{}
 		wl.members = append(wl.members, &member{
-			wl: wl, name: fmt.Sprintf("m%d", i+1), process: links.ProcessName(n),
-			txnID: fmt.Sprintf("%s-m%d", wl.group, i+1), dial: dial,
-			rng: rand.New(rand.NewPCG(seed, uint64(i+1))),
+			wl: wl, name: fmt.Sprintf("m%d", i+1), process: links.ProcessName(n), processN: n,
+			txnID: fmt.Sprintf("%s-m%d", wl.group, i+1), dial: g.dial(dial), gate: g,
+			rng: rand.New(rand.NewPCG(seed, uint64(i+1))), polled: map[int32]int64{},
 		})
 	}
 	return wl, nil
@@ -324,6 +338,12 @@ func (m *member) run(ctx context.Context) {
 			}
 			continue
 		}
+		m.mu.Lock()
+		for _, r := range b.Records {
+			m.polled[r.Partition] = wl.now()
+		}
+		m.mu.Unlock()
+		m.pausePoint(ctx)
 		if res := m.transact(ctx, mb, b); res.Restart {
 			mb.Close()
 			mb = nil

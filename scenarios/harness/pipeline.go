@@ -1,0 +1,140 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/nemesis"
+	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
+	pipewl "github.com/fencecheck/fencecheck/workload/pipeline"
+)
+
+// pipelineMember is the member a pipeline run uses under --transport: the scenario's own for
+// real (or none given), a pipeline mutant by name. The exec protocol does not serve
+// pipelines yet.
+func pipelineMember(transportOpt string, cfg pipewl.Config) (string, error) {
+	switch {
+	case transportOpt == "" || transportOpt == "real":
+		return cfg.Member, nil
+	case strings.HasPrefix(transportOpt, pipeline.MutantPrefix):
+		name := strings.TrimPrefix(transportOpt, pipeline.MutantPrefix)
+		var names []string
+		for _, m := range pipeline.Mutants {
+			names = append(names, m.Name)
+		}
+		if !slices.Contains(names, name) {
+			return "", fmt.Errorf("--transport %s: no pipeline mutant %q (want one of %s)", transportOpt, name, strings.Join(names, ", "))
+		}
+		return transportOpt, nil
+	}
+	return "", fmt.Errorf("--transport %s: a pipeline runs fencecheck's own members (workload.pipeline.member: session or plain) or a pipeline mutant (mutant:NAME); the exec protocol does not serve pipelines yet", transportOpt)
+}
+
+// pipelineConfig is the scenario's pipeline configuration with its defaults.
+func pipelineConfig(s *scenarios.Scenario) (pipewl.Config, error) {
+	var cfg pipewl.Config
+	if s.Workload.Pipeline != nil {
+		cfg = *s.Workload.Pipeline
+	}
+	return cfg.WithDefaults()
+}
+
+// openPipeline opens the history, the pipeline workload and the nemesis on r.cl: the
+// pipeline's counterpart of the rest of openWorkload.
+func (r *runner) openPipeline(ctx context.Context, meta history.Meta) error {
+	cfg, err := pipelineConfig(r.s)
+	if err != nil {
+		return fmt.Errorf("%w: workload.pipeline: %w", scenarios.ErrScenario, err)
+	}
+	if cfg.Member, err = pipelineMember(r.opts.Transport, cfg); err != nil {
+		return fmt.Errorf("%w: %w", scenarios.ErrScenario, err)
+	}
+	if r.hist, err = history.Open(r.dir.History(), history.WriterOptions{FlushInterval: time.Second}); err != nil {
+		return err
+	}
+	r.pipe, err = pipewl.New(ctx, cfg, r.cl, r.hist, pipewl.Options{
+		Tag: fmt.Sprintf("%d-%d", r.started.Unix(), r.opts.Seed), Start: r.started, Seed: r.opts.Seed,
+		Logger: r.log.With("component", "workload"),
+	})
+	if err != nil {
+		return err
+	}
+	r.pipe.Meta(&meta)
+	if err := r.hist.WriteHeader(meta); err != nil {
+		return err
+	}
+	if err := r.hist.Flush(); err != nil {
+		return err
+	}
+	sched, hasFaults, err := r.s.Nemesis.Schedule()
+	if err != nil {
+		return err
+	}
+	if hasFaults {
+		// The nemesis's roles are the input partitions (in0, in1, ...): "holder of in0" is
+		// the member that owns input partition 0, and a freeze makes it a zombie.
+		var faultIDs atomic.Int64
+		env := nemesis.Env{
+			Cluster: r.cl, Processes: cfg.Processes, Roles: r.pipe.Roles(), Freezer: pipelineFreezer{r.pipe},
+			Lease: cfg.SessionTimeout.D(), Start: r.pipe.Start(),
+			NextFaultID: func() int64 { return faultIDs.Add(1) },
+		}
+		if r.nem, err = nemesis.New(env, r.hist, r.log.With("component", "nemesis"), r.opts.Seed); err != nil {
+			return err
+		}
+		r.sched = sched
+	}
+	info := r.cl.Info()
+	r.say("cluster      %s %s, TV%d, bootstrap %s", info.Kind, info.Version, info.TxnVersion, strings.Join(r.cl.Bootstrap(), ","))
+	r.say("pipeline     %d members (%s, %s protocol) on %d processes, %d input partitions",
+		cfg.Members, cfg.Member, cfg.Protocol, cfg.Processes, cfg.Partitions)
+	return nil
+}
+
+// pipelineFreezer lets the nemesis freeze a pipeline's members (nemesis.MemberFreezer and
+// FreezeSpanner): the holder of a role is the owner of the input partition it names.
+type pipelineFreezer struct{ wl *pipewl.Workload }
+
+func (f pipelineFreezer) Holder(role string) (nemesis.Member, bool) {
+	o, ok := f.wl.Owner(role)
+	return nemesis.Member{Process: o.Process, Role: role, ID: o.Member}, ok
+}
+
+// SettledHolder is Holder: a partition's owner has polled it, which is all a freeze after a
+// poll needs.
+func (f pipelineFreezer) SettledHolder(role string) (nemesis.Member, bool) { return f.Holder(role) }
+
+func (f pipelineFreezer) Freeze(_ context.Context, m nemesis.Member, point string, d time.Duration) error {
+	return f.wl.Freeze(m.ID, point, d)
+}
+
+func (f pipelineFreezer) Frozen(m nemesis.Member) bool { return f.wl.Frozen(m.ID) }
+
+func (f pipelineFreezer) Thaw(_ context.Context, m nemesis.Member) error {
+	f.wl.Thaw(m.ID)
+	return nil
+}
+
+func (f pipelineFreezer) LastFreeze(m nemesis.Member) (froze, resumed time.Duration, ok bool) {
+	return f.wl.LastFreeze(m.ID)
+}
+
+// pipelineStatus is the line shown while a pipeline runs.
+func pipelineStatus(st pipewl.Stats, elapsed, duration time.Duration, faults []string) string {
+	line := fmt.Sprintf("  %v/%v  sent %d  committed %d  aborted %d  unknown %d  restarts %d",
+		min(elapsed, duration).Round(time.Second), duration, st.Sent, st.Committed, st.Failed, st.Unknown, st.Restarts)
+	switch {
+	case faults == nil:
+	case len(faults) == 0:
+		line += "  faults: none"
+	default:
+		line += "  faults: " + strings.Join(faults, ", ")
+	}
+	return line
+}
