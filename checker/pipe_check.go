@@ -38,7 +38,7 @@ var PipelineGuarantees = []string{EOSNoLoss, EOSNoDuplicate, EOSOffsetsMatchOutp
 // Pipeline coverage requirements a scenario can promise (besides final-read, ops-succeeded
 // and fault-took-hold, which a pipeline run is held to as a lease run is).
 const (
-	CoverRebalance = "rebalance"  // some input partition's committed transactions came from two group members
+	CoverRebalance = "rebalance" // some input partition's committed transactions came from two group members
 	// CoverTxnAborted: some transaction certainly did not commit (a zombie's, once its member
 	// learned it lost its partitions, or one the group or the broker refused as fenced).
 	CoverTxnAborted = "txn-aborted"
