@@ -101,3 +101,68 @@ func TestAnomaliesShowTheirOperationsAndRecords(t *testing.T) {
 		t.Errorf("records %+v", a.Offsets)
 	}
 }
+
+// TestPipelineView: a pipeline run's report has a row per input partition with its records,
+// committed offset, outputs, transactions by outcome and owners in time order (consecutive
+// transactions of one member and generation as one span), and its fault windows; the lease
+// sections (exposure, liveness, timelines) are left out.
+func TestPipelineView(t *testing.T) {
+	b := history.NewBuilder(0)
+	tok := history.Token{ProducerID: 1}
+	evs := []history.Event{{Type: history.TypeHeader, Meta: &history.Meta{Workload: history.WorkloadPipeline,
+		Pipeline: &history.PipelineMeta{Partitions: 2}}}}
+	id := int64(0)
+	add := func(kind history.Kind, member string, gen int32, args *history.PipeArgs, typ history.EventType, res *history.PipeResult, at int64) {
+		id++
+		if args != nil {
+			args.Generation = gen
+		}
+		evs = append(evs, history.Event{Type: history.TypeInvoke, ID: id, Time: at, Process: "p1", Member: member, Kind: kind, Args: history.Args{Pipe: args}},
+			history.Event{Type: typ, ID: id, Time: at + int64(time.Millisecond), Result: history.Result{Pipe: res}, Error: map[bool]string{true: "fenced"}[typ == history.TypeFail]})
+	}
+	txn := func(p int32, from, to int64) *history.PipeArgs {
+		return &history.PipeArgs{Inputs: []history.PipeRange{{Partition: p, From: from, To: to}}}
+	}
+	for o := range int64(3) {
+		add(history.KindSend, "", 0, &history.PipeArgs{ID: "i"}, history.TypeOK, &history.PipeResult{Sent: &history.PipeOffset{Partition: 0, Offset: o}}, o)
+	}
+	add(history.KindTxn, "m1", 1, txn(0, 0, 1), history.TypeOK, &history.PipeResult{Token: &tok}, int64(time.Second))
+	add(history.KindTxn, "m1", 1, txn(0, 1, 2), history.TypeOK, &history.PipeResult{Token: &tok}, int64(2*time.Second))
+	add(history.KindTxn, "m1", 1, txn(0, 2, 3), history.TypeFail, nil, int64(3*time.Second))
+	add(history.KindTxn, "m2", 2, txn(0, 2, 3), history.TypeOK, &history.PipeResult{Token: &tok}, int64(4*time.Second))
+	add(history.KindFinalOffsets, "", 0, nil, history.TypeOK, &history.PipeResult{Offsets: []history.PipeOffset{{Partition: 0, Offset: 3}}}, int64(5*time.Second))
+	evs = append(evs, history.Event{Type: history.TypeFaultStart, Fault: 1, Time: int64(2500 * time.Millisecond), Kind: history.KindMemberPause, Desc: "freeze m1"},
+		history.Event{Type: history.TypeFaultEnd, Fault: 1, Time: int64(3500 * time.Millisecond), TookHold: true})
+	for i := range evs {
+		if err := b.Add(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := newPage(nil, &checker.Results{Verdict: checker.VerdictValid}, b.History(), nil)
+	if !p.IsPipeline || len(p.Pipeline) != 2 || len(p.Timelines) != 0 {
+		t.Fatalf("pipeline %v, %d rows, %d timelines", p.IsPipeline, len(p.Pipeline), len(p.Timelines))
+	}
+	r := p.Pipeline[0]
+	if r.Sent != 3 || r.Committed != "3" || r.TxnsOK != 3 || r.TxnsFailed != 1 ||
+		strings.Join(r.Owners, " → ") != "p1/m1 gen 1 (1s–2s) → p1/m2 gen 2 (4s–4s)" {
+		t.Errorf("partition 0: %+v", r)
+	}
+	if r1 := p.Pipeline[1]; r1.Sent != 0 || r1.Committed != "none" || len(r1.Owners) != 0 {
+		t.Errorf("partition 1: %+v", r1)
+	}
+	if len(p.PipelineFaults) != 1 || p.PipelineFaults[0].Start != "2.5s" || !p.PipelineFaults[0].TookHold {
+		t.Errorf("faults %+v", p.PipelineFaults)
+	}
+	html, err := HTML(nil, &checker.Results{Verdict: checker.VerdictValid}, b.History(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="pipeline"`, "p1/m1 gen 1 (1s–2s) → p1/m2 gen 2 (4s–4s)", `id="faults"`} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(string(html), "Split-brain exposure") {
+		t.Error("a pipeline report shows the lease run's exposure")
+	}
+}

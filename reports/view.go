@@ -41,6 +41,11 @@ type page struct {
 	ExposureError string
 	// Liveness is the held fraction and renewal gaps in words, "" when not measured.
 	Liveness string
+	// IsPipeline is set for a pipeline run, whose Pipeline table and PipelineFaults take
+	// the place of the lease run's exposure, liveness and timelines.
+	IsPipeline     bool
+	Pipeline       []pipeRow
+	PipelineFaults []faultRow
 }
 
 type checkRow struct {
@@ -178,6 +183,12 @@ func newPage(info *RunInfo, res *checker.Results, h *history.History, histErr er
 	p.Exposure = exposureRows(res)
 	p.ExposureError = res.Exposure.Error
 	p.Liveness = livenessLine(res.Liveness)
+	if h != nil && h.Meta.Workload == history.WorkloadPipeline {
+		p.IsPipeline = true
+		p.Pipeline, p.PipelineFaults = pipelineView(h)
+		p.Failures = failures(h)
+		return p
+	}
 	if h != nil {
 		p.Timelines, p.Notes = timelines(h, res, anomalous, p.Notes)
 		p.Charts = charts(h)
