@@ -45,11 +45,16 @@ func FromRun(dir string) (*Scenario, *reports.RunInfo, error) {
 // timing is applied already (UseCluster), so it is dropped, as applied a second time it would
 // undo a --duration or a shorter script given on the command line. An embedded run keeps it,
 // so its scenario still runs with the Kafka timing on --cluster local.
+//
+// A pipeline keeps its pipeline settings with their defaults filled in, and not the lease
+// workload's, which it does not use.
 func AsRan(s *Scenario) *Scenario {
-	if s.Cluster.Kind == KindEmbedded || s.Cluster.Kind == "" || s.OnKafka == nil {
-		return s
-	}
 	c := *s
-	c.OnKafka = nil
+	if s.Workload.IsPipeline() {
+		c.Workload = s.Workload.pipelineOnly()
+	}
+	if s.Cluster.Kind != KindEmbedded && s.Cluster.Kind != "" {
+		c.OnKafka = nil
+	}
 	return &c
 }

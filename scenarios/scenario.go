@@ -6,6 +6,7 @@ package scenarios
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -127,6 +128,44 @@ func (w *WorkloadSpec) ShapePipeline(processes, members int) {
 		cfg.Members = members
 	}
 	w.Pipeline = &cfg
+}
+
+// pipelineOnly is a pipeline workload as it runs: its pipeline settings with their defaults,
+// without the lease workload's preset and fields.
+func (w *WorkloadSpec) pipelineOnly() WorkloadSpec {
+	var cfg pipeline.Config
+	if w.Pipeline != nil {
+		cfg = *w.Pipeline
+	}
+	if full, err := cfg.WithDefaults(); err == nil {
+		cfg = full
+	}
+	return WorkloadSpec{Kind: KindPipeline, Pipeline: &cfg}
+}
+
+// MarshalYAML writes a pipeline workload as its kind and pipeline settings alone: the lease
+// workload's fields mean nothing to it.
+func (w WorkloadSpec) MarshalYAML() (any, error) {
+	if !w.IsPipeline() {
+		type lease WorkloadSpec // without this method
+		return lease(w), nil
+	}
+	return pipelineOnlySpec{w.Kind, w.Pipeline}, nil
+}
+
+// MarshalJSON is MarshalYAML's JSON (run.json's expanded scenario).
+func (w WorkloadSpec) MarshalJSON() ([]byte, error) {
+	if !w.IsPipeline() {
+		type lease WorkloadSpec
+		return json.Marshal(lease(w))
+	}
+	return json.Marshal(pipelineOnlySpec{w.Kind, w.Pipeline})
+}
+
+// pipelineOnlySpec is how a pipeline workload is written.
+type pipelineOnlySpec struct {
+	Kind     string           `json:"kind" yaml:"kind"`
+	Pipeline *pipeline.Config `json:"pipeline,omitempty" yaml:"pipeline,omitempty"`
 }
 
 // IsPipeline reports whether the workload is an exactly-once pipeline.
@@ -426,5 +465,10 @@ func Parse(file string, b []byte) (*Scenario, error) {
 
 // Marshal renders s as YAML (the fully expanded scenario, as `scenarios show` prints it).
 func (s *Scenario) Marshal() ([]byte, error) {
+	if s.Workload.IsPipeline() {
+		c := *s
+		c.Workload = s.Workload.pipelineOnly()
+		return yaml.Marshal(&c)
+	}
 	return yaml.Marshal(s)
 }

@@ -3,9 +3,11 @@
 package scenarios_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecheck/fencecheck/scenarios"
 )
@@ -101,5 +103,57 @@ func TestSupportsRefusesWithReason(t *testing.T) {
 	k, _, _ := scenarios.Builtin("kill-coordinator")
 	if err := k.Supports(scenarios.KindExternal); err == nil {
 		t.Error("kill-coordinator on an external cluster was not refused")
+	}
+}
+
+// TestPipelineScenarioShowsItsOwnFields: a pipeline scenario is shown, and kept in run.json,
+// with its pipeline settings and their defaults, not the lease workload's fields; what is
+// shown parses back to the same workload; a bad pipeline field is named; a lease promise is
+// refused in a pipeline.
+func TestPipelineScenarioShowsItsOwnFields(t *testing.T) {
+	s, _, err := scenarios.Builtin("pipeline-zombie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"preset", "roles", "lease"} {
+		if strings.Contains(string(b), absent+":") {
+			t.Errorf("a pipeline shows the lease field %s:\n%s", absent, b)
+		}
+	}
+	for _, present := range []string{"kind: pipeline", "session_timeout: 3s", "members: 4", "member: plain"} {
+		if !strings.Contains(string(b), present) {
+			t.Errorf("shown scenario lacks %q:\n%s", present, b)
+		}
+	}
+	again, err := scenarios.Parse("shown.yaml", b)
+	if err != nil {
+		t.Fatalf("the shown scenario does not parse: %v\n%s", err, b)
+	}
+	if !again.Workload.IsPipeline() || again.Workload.Pipeline.Members != 4 || again.Workload.Pipeline.SessionTimeout.D() != 3*time.Second {
+		t.Errorf("parsed back as %+v", again.Workload)
+	}
+	j, err := json.Marshal(scenarios.AsRan(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back scenarios.Scenario
+	if err := json.Unmarshal(j, &back); err != nil || !back.Workload.IsPipeline() || back.Workload.Pipeline.Partitions != 4 || back.Validate() != nil {
+		t.Errorf("run.json's form %s read back as %+v (%v, %v)", j, back.Workload, err, back.Validate())
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"workload:\n  kind: pipeline\n  pipeline:\n    members: -2\n", "members"},
+		{"workload:\n  kind: pipeline\n  pipeline:\n    protocol: eager\n", "protocol"},
+		{"workload:\n  kind: streams\n", "kind"},
+		{"workload:\n  pipeline:\n    members: 2\n", "kind: pipeline"},
+		{"workload:\n  kind: pipeline\npromises: [handoff]\n", "handoff"},
+	} {
+		_, err := scenarios.Parse("p.yaml", []byte("name: p\ndescription: d\nduration: 5s\n"+tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error naming %s", tc.yaml, err, tc.want)
+		}
 	}
 }
