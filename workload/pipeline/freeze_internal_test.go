@@ -32,7 +32,9 @@ func TestGateStallsConnections(t *testing.T) {
 	}()
 	g := &gate{}
 	var d net.Dialer
-	dial := g.dial(func(ctx context.Context, network, addr string) (net.Conn, error) { return d.DialContext(ctx, network, addr) })
+	dial := g.dial(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	})
 	c, err := dial(context.Background(), "tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
