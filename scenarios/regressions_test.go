@@ -184,3 +184,31 @@ func lateDeliveries(t *testing.T, out *harness.Outcome) []string {
 	}
 	return got
 }
+
+// TestSessionUnknownEndTxnEmbedded runs regression/session-unknown-endtxn on kfake: franz-go's
+// GroupTransactSession reports the transaction whose EndTxn answer was UNKNOWN_SERVER_ERROR
+// not committed, and copies it again (invalid: eos-txn-outcome, eos-no-duplicate); the plain
+// member, which reports it unknown and rewinds to stable offsets, is valid. 12 s each.
+func TestSessionUnknownEndTxnEmbedded(t *testing.T) {
+	out := runRegression(t, "regression/session-unknown-endtxn", 1)
+	for _, g := range []string{checker.EOSTxnOutcome, checker.EOSNoDuplicate} {
+		if v := checkVerdict(out.Results, g); v != checker.VerdictInvalid {
+			t.Errorf("session member: %s %s, want invalid; run directory %s", g, v, out.Dir)
+		}
+	}
+	s, _, err := scenarios.Regression("regression/session-unknown-endtxn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Workload.Pipeline.Member = "plain"
+	plain, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err = untilCovered(t, "session-unknown-endtxn, plain member", plain, err, func() (*harness.Outcome, error) {
+		return harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 1})
+	})
+	if err != nil || plain.Results.Verdict != checker.VerdictValid {
+		t.Errorf("plain member: %v %v, want valid; run directory %s", plain.Results.Verdict, err, plain.Dir)
+	}
+}
