@@ -168,12 +168,3 @@ func TestExecTransportEmbedded(t *testing.T) {
 		}
 	})
 }
-
-func checkVerdict(res *checker.Results, name string) checker.Verdict {
-	for _, r := range res.Checks {
-		if r.Name == name {
-			return r.Verdict
-		}
-	}
-	return ""
-}

@@ -6,9 +6,11 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/internal/testenv"
@@ -42,25 +44,33 @@ func TestScenariosLocalKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close(ctx)
-	type run struct{ scenario, client string } // client: an adapter of adapters/, "" for fencecheck's transport
-	runs := []run{{"holder-partition", ""}, {"zombie-holder", ""}}
+	// client: an adapter of adapters/, "" for fencecheck's transport, or a mutant:NAME, whose
+	// run must come out invalid on the guarantee want names.
+	type run struct{ scenario, client, want string }
+	// The pipeline's zombie, with fencecheck's plain member and with a member that sends its
+	// offsets with the group id alone, which the group cannot fence (issue 40).
+	runs := []run{{"holder-partition", "", ""}, {"zombie-holder", "", ""},
+		{"pipeline-zombie", "", ""}, {"pipeline-zombie", "mutant:group-id-only", checker.EOSNoDuplicate}}
 	for _, c := range adapters.Clients {
-		runs = append(runs, run{"zombie-holder", c.Name})
+		runs = append(runs, run{"zombie-holder", c.Name, ""})
 	}
 	for _, c := range adapters.Clients {
 		if c.Name != "java" {
-			runs = append(runs, run{"pause-broker", c.Name})
+			runs = append(runs, run{"pause-broker", c.Name, ""})
 		}
 	}
-	runs = append(runs, run{"kill-coordinator", "java"})
+	runs = append(runs, run{"kill-coordinator", "java", ""})
 	for _, run := range runs {
 		name := run.scenario
-		if run.client != "" {
+		switch {
+		case strings.HasPrefix(run.client, "mutant:"):
+			name += " with " + run.client
+		case run.client != "":
 			name += " through the " + run.client + " adapter"
 		}
 		t.Run(name, func(t *testing.T) {
-			tr := ""
-			if run.client != "" {
+			tr := run.client
+			if run.client != "" && run.want == "" {
 				tr = adapterTransport(t, run.client)
 			}
 			s, _, err := scenarios.Builtin(run.scenario)
@@ -72,6 +82,15 @@ func TestScenariosLocalKafka(t *testing.T) {
 				return harness.Run(ctx, s, harness.Options{Root: t.TempDir(), Seed: 11, Transport: tr, Cluster: cl})
 			}
 			out, err := start()
+			if run.want != "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v := checkVerdict(out.Results, run.want); v != checker.VerdictInvalid {
+					t.Fatalf("%s: %s %s, want invalid; run directory %s", name, run.want, v, out.Dir)
+				}
+				return
+			}
 			mustBeValid(t, name, scenarios.KindLocal, 11, out, err, start)
 		})
 	}

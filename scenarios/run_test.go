@@ -117,3 +117,13 @@ func logFaultLines(t *testing.T, logs string) {
 		}
 	}
 }
+
+// checkVerdict is the verdict of the check named name in res, "" when res has none.
+func checkVerdict(res *checker.Results, name string) checker.Verdict {
+	for _, r := range res.Checks {
+		if r.Name == name {
+			return r.Verdict
+		}
+	}
+	return ""
+}
