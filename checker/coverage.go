@@ -43,9 +43,11 @@ func Promises() []string {
 	return names
 }
 
-func (c *run) checkCoverage() {
+// coverageNames are the coverage requirements a run is held to: final-read and
+// ops-succeeded always, fault-took-hold when it scheduled faults, then its promises.
+func (c *run) coverageNames(meta *history.Meta) []string {
 	names := []string{CoverFinalRead, CoverOpsSucceeded}
-	if c.x.h.Meta.Schedule != "" {
+	if meta.Schedule != "" {
 		// A run that scheduled faults promises that they happened, whether or not the
 		// scenario says so: without them it tested a quiet cluster.
 		names = append(names, CoverFaultTookHold)
@@ -55,7 +57,11 @@ func (c *run) checkCoverage() {
 			names = append(names, p)
 		}
 	}
-	for _, name := range names {
+	return names
+}
+
+func (c *run) checkCoverage() {
+	for _, name := range c.coverageNames(&c.x.h.Meta) {
 		r := Result{Name: name, Verdict: VerdictValid, Details: map[string]any{}}
 		c.safely(&r, func() {
 			ok, details := coverages[name](c.x)

@@ -332,16 +332,7 @@ func (c *pipeRun) checkTxnOutcome(r *Result) {
 // pipeCoverage judges the coverage of a pipeline run: final-read and ops-succeeded always,
 // fault-took-hold when the run scheduled faults, and the promises.
 func (c *pipeRun) pipeCoverage() {
-	names := []string{CoverFinalRead, CoverOpsSucceeded}
-	if c.h.Meta.Schedule != "" {
-		names = append(names, CoverFaultTookHold)
-	}
-	for _, p := range c.cfg.promises {
-		if !slices.Contains(names, p) {
-			names = append(names, p)
-		}
-	}
-	for _, name := range names {
+	for _, name := range c.coverageNames(&c.h.Meta) {
 		r := Result{Name: name, Verdict: VerdictValid, Details: map[string]any{}}
 		c.safely(&r, func() {
 			var ok bool

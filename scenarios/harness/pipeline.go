@@ -66,29 +66,18 @@ func (r *runner) openPipeline(ctx context.Context, meta history.Meta) error {
 		return err
 	}
 	r.pipe.Meta(&meta)
-	if err := r.hist.WriteHeader(meta); err != nil {
-		return err
-	}
-	if err := r.hist.Flush(); err != nil {
-		return err
-	}
-	sched, hasFaults, err := r.s.Nemesis.Schedule()
-	if err != nil {
-		return err
-	}
-	if hasFaults {
+	var faultIDs atomic.Int64
+	err = r.headerAndNemesis(meta, func() nemesis.Env {
 		// The nemesis's roles are the input partitions (in0, in1, ...): "holder of in0" is
 		// the member that owns input partition 0, and a freeze makes it a zombie.
-		var faultIDs atomic.Int64
-		env := nemesis.Env{
+		return nemesis.Env{
 			Cluster: r.cl, Processes: cfg.Processes, Roles: r.pipe.Roles(), Freezer: pipelineFreezer{r.pipe},
 			Lease: cfg.SessionTimeout.D(), Start: r.pipe.Start(),
 			NextFaultID: func() int64 { return faultIDs.Add(1) },
 		}
-		if r.nem, err = nemesis.New(env, r.hist, r.log.With("component", "nemesis"), r.opts.Seed); err != nil {
-			return err
-		}
-		r.sched = sched
+	})
+	if err != nil {
+		return err
 	}
 	info := r.cl.Info()
 	r.say("cluster      %s %s, TV%d, bootstrap %s", info.Kind, info.Version, info.TxnVersion, strings.Join(r.cl.Bootstrap(), ","))

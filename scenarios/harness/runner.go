@@ -340,22 +340,12 @@ func (r *runner) openWorkload(ctx context.Context) error {
 		return err
 	}
 	r.wl.ProcessMeta(&meta)
-	if err := r.hist.WriteHeader(meta); err != nil {
-		return err
+	roles := make([]string, cfg.Roles)
+	for i := range roles {
+		roles[i] = workload.RoleName(i)
 	}
-	if err := r.hist.Flush(); err != nil {
-		return err
-	}
-	sched, hasFaults, err := r.s.Nemesis.Schedule()
-	if err != nil {
-		return err
-	}
-	if hasFaults {
-		roles := make([]string, cfg.Roles)
-		for i := range roles {
-			roles[i] = workload.RoleName(i)
-		}
-		env := nemesis.Env{
+	err = r.headerAndNemesis(meta, func() nemesis.Env {
+		return nemesis.Env{
 			Cluster:   cl,
 			Processes: cfg.Processes,
 			Roles:     roles,
@@ -368,10 +358,9 @@ func (r *runner) openWorkload(ctx context.Context) error {
 			Start:       r.wl.Start(),
 			NextFaultID: next,
 		}
-		if r.nem, err = nemesis.New(env, r.hist, r.log.With("component", "nemesis"), r.opts.Seed); err != nil {
-			return err
-		}
-		r.sched = sched
+	})
+	if err != nil {
+		return err
 	}
 	r.say("cluster      %s %s, TV%d, bootstrap %s", info.Kind, info.Version, info.TxnVersion, strings.Join(cl.Bootstrap(), ","))
 	if meta.TransactionVersion != info.TxnVersion || len(meta.ProcessTransactionVersions) > 0 {
@@ -383,6 +372,26 @@ func (r *runner) openWorkload(ctx context.Context) error {
 	case n > 0:
 		r.say("client       cannot describe on %s: they read instead", strings.Join(meta.NoDescribe, ", "))
 	}
+	return nil
+}
+
+// headerAndNemesis writes the history's header (meta) and, when the scenario schedules faults,
+// makes the nemesis on the env that env returns.
+func (r *runner) headerAndNemesis(meta history.Meta, env func() nemesis.Env) error {
+	if err := r.hist.WriteHeader(meta); err != nil {
+		return err
+	}
+	if err := r.hist.Flush(); err != nil {
+		return err
+	}
+	sched, hasFaults, err := r.s.Nemesis.Schedule()
+	if err != nil || !hasFaults {
+		return err
+	}
+	if r.nem, err = nemesis.New(env(), r.hist, r.log.With("component", "nemesis"), r.opts.Seed); err != nil {
+		return err
+	}
+	r.sched = sched
 	return nil
 }
 
@@ -507,29 +516,11 @@ func (r *runner) cleanup(ctx context.Context) {
 		})
 	}
 	if r.pipe != nil {
-		_ = r.phase("final reads", func() error {
-			fctx, cancel := context.WithTimeout(ctx, finalTimeout)
-			defer cancel()
-			if r.cl != nil {
-				if err := cluster.WaitHealthy(fctx, r.cl, r.log); err != nil {
-					return fmt.Errorf("cluster not healthy: %w", err)
-				}
-			}
-			return r.pipe.FinalReads(fctx)
-		})
+		r.finalReads(ctx, r.pipe.FinalReads)
 		r.pipe.Close()
 	}
 	if r.wl != nil {
-		_ = r.phase("final reads", func() error {
-			fctx, cancel := context.WithTimeout(ctx, finalTimeout)
-			defer cancel()
-			if r.cl != nil {
-				if err := cluster.WaitHealthy(fctx, r.cl, r.log); err != nil {
-					return fmt.Errorf("cluster not healthy: %w", err) // the checker sees no final read: inconclusive
-				}
-			}
-			return r.wl.FinalReads(fctx)
-		})
+		r.finalReads(ctx, r.wl.FinalReads)
 		cctx, cancel := context.WithTimeout(ctx, closeTimeout)
 		if err := r.wl.Close(cctx); err != nil {
 			r.log.Warn("close workload", "err", err)
@@ -548,6 +539,22 @@ func (r *runner) cleanup(ctx context.Context) {
 			return r.cl.Close(cctx)
 		})
 	}
+}
+
+// finalReads is the final reads phase: once the cluster is healthy, read (bounded by
+// finalTimeout). A cluster that does not get healthy leaves the checker no final read: the
+// run is inconclusive.
+func (r *runner) finalReads(ctx context.Context, read func(context.Context) error) {
+	_ = r.phase("final reads", func() error {
+		fctx, cancel := context.WithTimeout(ctx, finalTimeout)
+		defer cancel()
+		if r.cl != nil {
+			if err := cluster.WaitHealthy(fctx, r.cl, r.log); err != nil {
+				return fmt.Errorf("cluster not healthy: %w", err)
+			}
+		}
+		return read(fctx)
+	})
 }
 
 // check writes run.json once more (it says whether the run was interrupted, which Check

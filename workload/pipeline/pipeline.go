@@ -36,10 +36,12 @@ const (
 	FinalProcess = "final"
 )
 
-// Stats count what a run did.
+// Stats count what a run did: records sent, transactions by outcome, the input records the
+// committed transactions copied, member restarts.
 type Stats struct {
 	Sent, SendsFailed          int64
 	Committed, Failed, Unknown int64
+	Copied                     int64
 	Restarts                   int64
 }
 
@@ -63,7 +65,7 @@ type Workload struct {
 	sends   sync.WaitGroup // sends whose completion is not yet recorded
 
 	members []*member
-	stats   struct{ sent, sendsFailed, committed, failed, unknown, restarts atomic.Int64 }
+	stats   struct{ sent, sendsFailed, committed, failed, unknown, copied, restarts atomic.Int64 }
 	ran     atomic.Bool
 }
 
@@ -174,7 +176,7 @@ func (wl *Workload) Start() time.Time { return wl.start }
 func (wl *Workload) Stats() Stats {
 	s := &wl.stats
 	return Stats{Sent: s.sent.Load(), SendsFailed: s.sendsFailed.Load(), Committed: s.committed.Load(),
-		Failed: s.failed.Load(), Unknown: s.unknown.Load(), Restarts: s.restarts.Load()}
+		Failed: s.failed.Load(), Unknown: s.unknown.Load(), Copied: s.copied.Load(), Restarts: s.restarts.Load()}
 }
 
 func (wl *Workload) createTopics(ctx context.Context) error {
@@ -386,6 +388,7 @@ func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Ba
 	switch res.Outcome {
 	case transport.OK:
 		wl.stats.committed.Add(1)
+		wl.stats.copied.Add(int64(len(b.Records)))
 		tok := history.Token{ProducerID: res.Token.ProducerID, Epoch: res.Token.Epoch}
 		e.Type, e.Result = history.TypeOK, history.Result{Pipe: &history.PipeResult{Token: &tok}}
 	case transport.Fail:
