@@ -162,6 +162,11 @@ func TestPipelineAnomalies(t *testing.T) {
 			b.final(outputs(t1, 0, 0, 2, &next), p0(1))
 			return b
 		}, []string{checker.EOSOffsetsMatchOutput}},
+		{"a committed offset far past the input (checked without walking to it)", func() *pipeHistory {
+			b, outs := valid()
+			b.final(outs, p0(1<<40), p1)
+			return b
+		}, []string{checker.EOSOffsetsMatchOutput}},
 		{"outputs out of input order", func() *pipeHistory {
 			b, outs := valid()
 			outs[0].Offset, outs[1].Offset = outs[1].Offset, outs[0].Offset

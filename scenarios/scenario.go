@@ -251,8 +251,17 @@ func (s *Scenario) Validate() error {
 	if err := s.Workload.Validate(); err != nil {
 		return bad(fmt.Errorf("workload: %w", err))
 	}
-	if _, _, err := s.Nemesis.Schedule(); err != nil {
+	sched, _, err := s.Nemesis.Schedule()
+	if err != nil {
 		return bad(err)
+	}
+	if s.Workload.IsPipeline() {
+		// A pipeline member has one pause point: say so when the file is read, not mid-run.
+		for i, st := range sched.Script {
+			if p := st.Spec.Params.Point; st.Spec.Fault == "freeze" && p != "" && p != pipeline.PointAfterPoll {
+				return bad(fmt.Errorf("nemesis.script[%d]: point=%s: a pipeline member pauses only at %s", i, p, pipeline.PointAfterPoll))
+			}
+		}
 	}
 	if s.Duration <= 0 {
 		return bad(fmt.Errorf("duration: %v, want a positive duration such as 30s", s.Duration))

@@ -129,6 +129,16 @@ func TestPipelineScenarioShowsItsOwnFields(t *testing.T) {
 			t.Errorf("shown scenario lacks %q:\n%s", present, b)
 		}
 	}
+	if ws := s.Warnings(); len(ws) != 0 {
+		t.Errorf("pipeline-zombie warns: %q", ws)
+	}
+	long, err := scenarios.Parse("long.yaml", []byte("name: p\ndescription: d\nduration: 20s\nworkload:\n  kind: pipeline\nnemesis:\n  script:\n    - at 1s freeze holder of in0 for 9s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := long.Warnings(); len(ws) != 0 {
+		t.Errorf("a 9 s pipeline freeze warns of a commit cap it does not have: %q", ws)
+	}
 	again, err := scenarios.Parse("shown.yaml", b)
 	if err != nil {
 		t.Fatalf("the shown scenario does not parse: %v\n%s", err, b)
@@ -150,6 +160,7 @@ func TestPipelineScenarioShowsItsOwnFields(t *testing.T) {
 		{"workload:\n  kind: streams\n", "kind"},
 		{"workload:\n  pipeline:\n    members: 2\n", "kind: pipeline"},
 		{"workload:\n  kind: pipeline\npromises: [handoff]\n", "handoff"},
+		{"workload:\n  kind: pipeline\nnemesis:\n  script:\n    - at 1s freeze holder of in0 with point=before-work for 2s\n", "point=before-work"},
 	} {
 		_, err := scenarios.Parse("p.yaml", []byte("name: p\ndescription: d\nduration: 5s\n"+tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

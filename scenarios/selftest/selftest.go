@@ -278,7 +278,7 @@ func (r *Row) median() string {
 func writeTable(out io.Writer, rows []*Row) {
 	fmt.Fprintln(out)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "MUTANT\tCAUGHT BY\tSCENARIO\tSEEDS\tCAUGHT\tMEDIAN DETECT")
+	fmt.Fprintln(w, "MUTANT\tCAUGHT BY\tSCENARIO\tRUNS\tCAUGHT\tMEDIAN DETECT")
 	for _, r := range rows {
 		broke := strings.Join(r.broke, ", ")
 		if broke == "" {

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,6 +58,9 @@ func (c Config) Validate() error {
 // WithDefaults returns c with its zero fields set to the defaults, or Validate's error.
 func (c Config) WithDefaults() (Config, error) { return c.withDefaults() }
 
+// maxRate bounds Config.Rate: the seeder's ticker needs an interval of a microsecond or more.
+const maxRate = 1_000_000
+
 // withDefaults validates c and fills in its defaults. Errors wrap ErrConfig and name the field
 // as a scenario file spells it.
 func (c Config) withDefaults() (Config, error) {
@@ -71,8 +76,8 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("partitions", "must not be negative, got %d", c.Partitions)
 	case c.Preload < 0:
 		return bad("preload", "must not be negative, got %d", c.Preload)
-	case c.Rate < 0:
-		return bad("rate", "must not be negative, got %v", c.Rate)
+	case c.Rate < 0 || c.Rate > maxRate || math.IsNaN(c.Rate):
+		return bad("rate", "%v records per second, want 0 to %d", c.Rate, maxRate)
 	case c.MaxPoll < 0:
 		return bad("max_poll", "must not be negative, got %d", c.MaxPoll)
 	case c.Restart < 0:
@@ -106,7 +111,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Member == "" {
 		c.Member = pipeline.KindPlain
 	}
-	if c.Member != pipeline.KindSession && c.Member != pipeline.KindPlain && !strings.HasPrefix(c.Member, pipeline.MutantPrefix) {
+	if name, mutant := strings.CutPrefix(c.Member, pipeline.MutantPrefix); mutant {
+		if !slices.ContainsFunc(pipeline.Mutants, func(m pipeline.Mutant) bool { return m.Name == name }) {
+			return bad("member", "%q: no pipeline mutant %q", c.Member, name)
+		}
+	} else if c.Member != pipeline.KindSession && c.Member != pipeline.KindPlain {
 		return bad("member", "%q, want %s, %s or %sNAME", c.Member, pipeline.KindSession, pipeline.KindPlain, pipeline.MutantPrefix)
 	}
 	if c.Protocol == "" {

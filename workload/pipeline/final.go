@@ -65,20 +65,33 @@ func (wl *Workload) finalOutput(ctx context.Context, cl *kgo.Client) error {
 	for p := range wl.cfg.Partitions {
 		ends = append(ends, &kgo.Record{Topic: wl.output, Partition: p, Value: []byte(sentinel)})
 	}
-	if err := cl.ProduceSync(ctx, ends...).FirstErr(); err != nil {
+	res := cl.ProduceSync(ctx, ends...)
+	if err := res.FirstErr(); err != nil {
 		return fail(fmt.Errorf("write the sentinels: %w", err))
 	}
+	// Each partition is read up to its own sentinel, by offset: a sentinel an earlier final
+	// read left does not end this one.
+	until := map[int32]int64{}
+	for _, r := range res {
+		until[r.Record.Partition] = r.Record.Offset
+	}
 	var outs []history.PipeOutput
-	left := int(wl.cfg.Partitions)
-	for left > 0 {
+	for len(until) > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return fail(fmt.Errorf("%d sentinels not read: %w (a transaction still open holds the output back)", left, ctx.Err()))
+			return fail(fmt.Errorf("%d sentinels not read: %w (a transaction still open holds the output back)", len(until), ctx.Err()))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Value) == sentinel {
-				left--
+			end, reading := until[r.Partition]
+			if !reading {
+				return // past this read's sentinel
+			}
+			if r.Offset >= end {
+				delete(until, r.Partition)
 				return
+			}
+			if string(r.Value) == sentinel {
+				return // an earlier final read's
 			}
 			var o history.PipeOutput
 			if err := json.Unmarshal(r.Value, &o); err != nil {

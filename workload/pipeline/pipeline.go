@@ -206,11 +206,13 @@ func (wl *Workload) now() int64 { return int64(time.Since(wl.start)) }
 // worthless.
 func (wl *Workload) append(e history.Event) {
 	if err := wl.w.Append(e); err != nil {
-		wl.errOnce.Do(func() {
-			err = fmt.Errorf("history: %w", err)
-			wl.err.Store(&err)
-		})
+		wl.fail(fmt.Errorf("history: %w", err))
 	}
+}
+
+// fail keeps err if it is the run's first error; Run and FinalReads return it.
+func (wl *Workload) fail(err error) {
+	wl.errOnce.Do(func() { wl.err.Store(&err) })
 }
 
 func (wl *Workload) failed() error {
@@ -319,6 +321,11 @@ func (m *member) run(ctx context.Context) {
 		if mb == nil {
 			var err error
 			if mb, err = pipeline.New(ctx, wl.cfg.Member, wl.memberConfig(m)); err != nil {
+				if errors.Is(err, transport.ErrInvalidConfig) {
+					// It will not start on a second try either: the run is broken, not quiet.
+					wl.fail(fmt.Errorf("member %s: %w", m.name, err))
+					return
+				}
 				wl.log.Warn("start member", "member", m.name, "err", err)
 				sleep(ctx, time.Second)
 				continue

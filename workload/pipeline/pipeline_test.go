@@ -118,6 +118,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{pipeline.Config{Protocol: "eager"}, "protocol"},
 		{pipeline.Config{TransactionTimeout: units.Duration(time.Second)}, "transaction_timeout"},
 		{pipeline.Config{Rate: -2}, "rate"},
+		{pipeline.Config{Rate: 1e12}, "rate"},
+		{pipeline.Config{Member: "mutant:typo"}, "member"},
 	} {
 		_, err := pipeline.New(context.Background(), tc.cfg, nil, nil, pipeline.Options{})
 		if !errors.Is(err, pipeline.ErrConfig) || !containsWord(err.Error(), tc.field) {
