@@ -503,7 +503,7 @@ func (d *decoder) args(l *lexer, a *Args) error {
 			a.Log = WorkLog(int32(v))
 		case "pipe":
 			a.Pipe = new(PipeArgs)
-			err = l.pipe(d, a.Pipe)
+			err = d.pipeArgs(l, a.Pipe)
 		default:
 			err = l.skip(d)
 		}
@@ -511,16 +511,150 @@ func (d *decoder) args(l *lexer, a *Args) error {
 	})
 }
 
-// pipe decodes a pipeline payload (args.pipe, result.pipe) into v with encoding/json.
-func (l *lexer) pipe(d *decoder, v any) error {
-	start := l.i
-	if err := l.skip(d); err != nil {
+// pipeArgs decodes args.pipe with the lexer: a pipeline history's lines are mostly these
+// payloads, and encoding/json's reflection made decoding them most of a check's time.
+func (d *decoder) pipeArgs(l *lexer, a *PipeArgs) error {
+	if l.null() {
+		return nil
+	}
+	return l.object(d, func(key []byte) error {
+		var err error
+		var v int64
+		switch string(key) {
+		case "id":
+			a.ID, err = l.writeID(d) // unique: not interned
+		case "group":
+			a.Group, err = l.str(d)
+		case "member_id":
+			a.MemberID, err = l.str(d)
+		case "generation":
+			v, err = l.int(32)
+			a.Generation = int32(v)
+		case "txn_id":
+			a.TransactionalID, err = l.str(d)
+		case "inputs":
+			err = l.array(func() error {
+				var r PipeRange
+				err := l.object(d, func(key []byte) error {
+					var err error
+					var v int64
+					switch string(key) {
+					case "partition":
+						v, err = l.int(32)
+						r.Partition = int32(v)
+					case "from":
+						r.From, err = l.int(64)
+					case "to":
+						r.To, err = l.int(64)
+					default:
+						err = l.skip(d)
+					}
+					return err
+				})
+				a.Inputs = append(a.Inputs, r)
+				return err
+			})
+		case "offsets":
+			a.Offsets, err = d.pipeOffsets(l)
+		default:
+			err = l.skip(d)
+		}
 		return err
+	})
+}
+
+// pipeResult decodes result.pipe with the lexer (see pipeArgs).
+func (d *decoder) pipeResult(l *lexer, r *PipeResult) error {
+	if l.null() {
+		return nil
 	}
-	if err := json.Unmarshal(l.b[start:l.i], v); err != nil {
-		return fmt.Errorf("pipe: %v: %w", err, ErrMalformed)
-	}
-	return nil
+	return l.object(d, func(key []byte) error {
+		var err error
+		switch string(key) {
+		case "token":
+			if l.null() {
+				return nil
+			}
+			var t Token
+			t, err = d.token(l)
+			r.Token = &t
+		case "sent":
+			if l.null() {
+				return nil
+			}
+			var o PipeOffset
+			o, err = d.pipeOffset(l)
+			r.Sent = &o
+		case "outputs":
+			r.Outputs = []PipeOutput{}
+			err = l.array(func() error {
+				var o PipeOutput
+				err := l.object(d, func(key []byte) error {
+					var err error
+					var v int64
+					switch string(key) {
+					case "partition":
+						v, err = l.int(32)
+						o.Partition = int32(v)
+					case "offset":
+						o.Offset, err = l.int(64)
+					case "in":
+						o.In, err = d.pipeOffset(l)
+					case "id":
+						o.ID, err = l.writeID(d)
+					case "txn":
+						o.Txn, err = l.int(64)
+					case "member":
+						o.Member, err = l.str(d)
+					case "generation":
+						v, err = l.int(32)
+						o.Generation = int32(v)
+					default:
+						err = l.skip(d)
+					}
+					return err
+				})
+				r.Outputs = append(r.Outputs, o)
+				return err
+			})
+		case "offsets":
+			r.Offsets, err = d.pipeOffsets(l)
+		default:
+			err = l.skip(d)
+		}
+		return err
+	})
+}
+
+// pipeOffset decodes a {partition, offset} object.
+func (d *decoder) pipeOffset(l *lexer) (PipeOffset, error) {
+	var o PipeOffset
+	err := l.object(d, func(key []byte) error {
+		var err error
+		var v int64
+		switch string(key) {
+		case "partition":
+			v, err = l.int(32)
+			o.Partition = int32(v)
+		case "offset":
+			o.Offset, err = l.int(64)
+		default:
+			err = l.skip(d)
+		}
+		return err
+	})
+	return o, err
+}
+
+// pipeOffsets decodes an array of {partition, offset} objects.
+func (d *decoder) pipeOffsets(l *lexer) ([]PipeOffset, error) {
+	out := []PipeOffset{}
+	err := l.array(func() error {
+		o, err := d.pipeOffset(l)
+		out = append(out, o)
+		return err
+	})
+	return out, err
 }
 
 func (d *decoder) token(l *lexer) (Token, error) {
@@ -573,7 +707,7 @@ func (d *decoder) result(l *lexer, r *Result) error {
 			d.records = recs[:0]
 		case "pipe":
 			r.Pipe = new(PipeResult)
-			err = l.pipe(d, r.Pipe)
+			err = d.pipeResult(l, r.Pipe)
 		default:
 			err = l.skip(d)
 		}
