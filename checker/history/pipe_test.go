@@ -117,3 +117,32 @@ func TestPipelineEventsAreRefusedWhereTheyDoNotFit(t *testing.T) {
 		t.Errorf("lease header %s: want format 1", buf.String())
 	}
 }
+
+// TestPipelinePayloadsDecodeAsJSON: the lexer decodes a pipeline payload written by hand
+// (spaces, keys in another order, a key it does not know) as encoding/json would, and names a
+// payload that is not what its field needs as malformed.
+func TestPipelinePayloadsDecodeAsJSON(t *testing.T) {
+	text := `{"type":"header","time":0,"format":2,"meta":{"workload":"pipeline"}}
+{"type":"invoke","id":1,"time":1,"client":0,"process":"p1","kind":"txn","args":{"pipe": {"offsets": [{"offset": 5, "partition": 1}], "generation": 3, "future": {"x": [1, 2]}, "inputs": [{"to": 5, "from": 2, "partition": 1}], "member_id": "m\u002d1"}}}
+{"type":"ok","id":1,"time":2,"result":{"pipe":{"token":{"epoch":2,"producer_id":9},"outputs":[{"in":{"offset":2,"partition":1},"txn":1,"id":"i8","offset":0,"partition":1}]}}}
+`
+	h, err := history.Read(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := h.Op(0)
+	want := &history.PipeArgs{MemberID: "m-1", Generation: 3, Inputs: []history.PipeRange{{Partition: 1, From: 2, To: 5}},
+		Offsets: []history.PipeOffset{{Partition: 1, Offset: 5}}}
+	if !reflect.DeepEqual(op.Args.Pipe, want) {
+		t.Errorf("args %+v, want %+v", op.Args.Pipe, want)
+	}
+	res := op.Result.Pipe
+	if res == nil || *res.Token != (history.Token{ProducerID: 9, Epoch: 2}) || len(res.Outputs) != 1 ||
+		res.Outputs[0] != (history.PipeOutput{Partition: 1, In: history.PipeOffset{Partition: 1, Offset: 2}, ID: "i8", Txn: 1}) {
+		t.Errorf("result %+v", res)
+	}
+	bad := strings.Replace(text, `"generation": 3`, `"generation": "three"`, 1)
+	if _, err := history.Read(strings.NewReader(bad)); !errors.Is(err, history.ErrMalformed) {
+		t.Errorf("a string generation: %v, want ErrMalformed", err)
+	}
+}
