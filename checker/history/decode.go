@@ -572,12 +572,7 @@ func (d *decoder) pipeResult(l *lexer, r *PipeResult) error {
 		var err error
 		switch string(key) {
 		case "token":
-			if l.null() {
-				return nil
-			}
-			var t Token
-			t, err = d.token(l)
-			r.Token = &t
+			r.Token, err = d.optToken(l)
 		case "sent":
 			if l.null() {
 				return nil
@@ -657,6 +652,15 @@ func (d *decoder) pipeOffsets(l *lexer) ([]PipeOffset, error) {
 	return out, err
 }
 
+// optToken decodes a token that may be null (nil).
+func (d *decoder) optToken(l *lexer) (*Token, error) {
+	if l.null() {
+		return nil, nil
+	}
+	t, err := d.token(l)
+	return &t, err
+}
+
 func (d *decoder) token(l *lexer) (Token, error) {
 	t := Token{}
 	err := l.object(d, func(key []byte) error {
@@ -684,12 +688,7 @@ func (d *decoder) result(l *lexer, r *Result) error {
 		var err error
 		switch string(key) {
 		case "token":
-			if l.null() {
-				return nil
-			}
-			var t Token
-			t, err = d.token(l)
-			r.Token = &t
+			r.Token, err = d.optToken(l)
 		case "held":
 			r.Held, err = l.bool()
 		case "offset":

@@ -118,12 +118,5 @@ func (f pipelineFreezer) LastFreeze(m nemesis.Member) (froze, resumed time.Durat
 func pipelineStatus(st pipewl.Stats, elapsed, duration time.Duration, faults []string) string {
 	line := fmt.Sprintf("  %v/%v  sent %d  committed %d  aborted %d  unknown %d  restarts %d",
 		min(elapsed, duration).Round(time.Second), duration, st.Sent, st.Committed, st.Failed, st.Unknown, st.Restarts)
-	switch {
-	case faults == nil:
-	case len(faults) == 0:
-		line += "  faults: none"
-	default:
-		line += "  faults: " + strings.Join(faults, ", ")
-	}
-	return line
+	return line + faultsSuffix(faults)
 }

@@ -491,14 +491,19 @@ func statusLine(st workload.Stats, roles int, duration time.Duration, faults []s
 		}
 	}
 	line += fmt.Sprintf("  handoffs %d  fences %d", st.Handoffs, st.Fences)
+	return line + faultsSuffix(faults)
+}
+
+// faultsSuffix is the status line's end: the active faults, none, or nothing when faults is
+// nil (the run has no nemesis).
+func faultsSuffix(faults []string) string {
 	switch {
 	case faults == nil:
+		return ""
 	case len(faults) == 0:
-		line += "  faults: none"
-	default:
-		line += "  faults: " + strings.Join(faults, ", ")
+		return "  faults: none"
 	}
-	return line
+	return "  faults: " + strings.Join(faults, ", ")
 }
 
 // cleanup heals every fault, waits for health, performs the final reads, stops the workload
