@@ -133,14 +133,21 @@ func (w *WorkloadSpec) ShapePipeline(processes, members int) {
 // pipelineOnly is a pipeline workload as it runs: its pipeline settings with their defaults,
 // without the lease workload's preset and fields.
 func (w *WorkloadSpec) pipelineOnly() WorkloadSpec {
+	cfg, err := w.PipelineConfig()
+	if err != nil && w.Pipeline != nil { // Validate reports it; show what the file says
+		cfg = *w.Pipeline
+	}
+	return WorkloadSpec{Kind: KindPipeline, Pipeline: &cfg}
+}
+
+// PipelineConfig is the pipeline's configuration with its defaults filled in (Pipeline nil
+// takes every default), or the error that names its first bad field.
+func (w *WorkloadSpec) PipelineConfig() (pipeline.Config, error) {
 	var cfg pipeline.Config
 	if w.Pipeline != nil {
 		cfg = *w.Pipeline
 	}
-	if full, err := cfg.WithDefaults(); err == nil {
-		cfg = full
-	}
-	return WorkloadSpec{Kind: KindPipeline, Pipeline: &cfg}
+	return cfg.WithDefaults()
 }
 
 // MarshalYAML writes a pipeline workload as its kind and pipeline settings alone: the lease
@@ -180,11 +187,7 @@ func (w *WorkloadSpec) Validate() error {
 		}
 		return w.Config.Validate()
 	case KindPipeline:
-		var cfg pipeline.Config
-		if w.Pipeline != nil {
-			cfg = *w.Pipeline
-		}
-		if err := cfg.Validate(); err != nil {
+		if _, err := w.PipelineConfig(); err != nil {
 			return fmt.Errorf("pipeline: %w", err)
 		}
 		return nil

@@ -36,19 +36,10 @@ func pipelineMember(transportOpt string, cfg pipewl.Config) (string, error) {
 	return "", fmt.Errorf("--transport %s: a pipeline runs fencecheck's own members (workload.pipeline.member: session or plain) or a pipeline mutant (mutant:NAME); the exec protocol does not serve pipelines yet", transportOpt)
 }
 
-// pipelineConfig is the scenario's pipeline configuration with its defaults.
-func pipelineConfig(s *scenarios.Scenario) (pipewl.Config, error) {
-	var cfg pipewl.Config
-	if s.Workload.Pipeline != nil {
-		cfg = *s.Workload.Pipeline
-	}
-	return cfg.WithDefaults()
-}
-
 // openPipeline opens the history, the pipeline workload and the nemesis on r.cl: the
 // pipeline's counterpart of the rest of openWorkload.
 func (r *runner) openPipeline(ctx context.Context, meta history.Meta) error {
-	cfg, err := pipelineConfig(r.s)
+	cfg, err := r.s.Workload.PipelineConfig()
 	if err != nil {
 		return fmt.Errorf("%w: workload.pipeline: %w", scenarios.ErrScenario, err)
 	}

@@ -114,7 +114,7 @@ func Run(ctx context.Context, s *scenarios.Scenario, opts Options) (out *Outcome
 	if s.Workload.IsPipeline() {
 		// A pipeline's members are chosen by the scenario and --transport (pipelineMember),
 		// checked here so that a bad flag fails before anything starts.
-		cfg, err := pipelineConfig(s)
+		cfg, err := s.Workload.PipelineConfig()
 		if err == nil {
 			_, err = pipelineMember(opts.Transport, cfg)
 		}
@@ -143,7 +143,7 @@ func Run(ctx context.Context, s *scenarios.Scenario, opts Options) (out *Outcome
 	r.log = slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})).
 		With("scenario", s.Name, "seed", opts.Seed)
 	if s.Workload.IsPipeline() {
-		cfg, _ := pipelineConfig(s) // validated above
+		cfg, _ := s.Workload.PipelineConfig() // validated above
 		r.say("fencecheck %s: seed %d, %s cluster, a pipeline of %d members on %d processes, %v → %s",
 			s.Name, opts.Seed, s.Cluster.Kind, cfg.Members, cfg.Processes, s.Duration, dir)
 	} else {
@@ -414,30 +414,26 @@ func (r *runner) runLoad(ctx context.Context) error {
 	if r.opts.StatusEvery > 0 {
 		wg.Go(func() { r.statusLoop(ctx) })
 	}
+	var err error
 	if r.pipe != nil {
-		err := r.pipe.Run(ctx, r.s.Duration.D())
-		cancel()
-		wg.Wait()
-		if r.opts.Live {
-			fmt.Fprint(r.opts.Console, "\r\033[K")
-		}
-		st := r.pipe.Stats()
-		r.say("copied       %d input records sent; %d transactions committed, %d aborted, %d unknown; %d member restarts",
-			st.Sent, st.Committed, st.Failed, st.Unknown, st.Restarts)
-		if nemErr != nil {
-			err = errors.Join(err, fmt.Errorf("nemesis: %w", nemErr))
-		}
-		return err
+		err = r.pipe.Run(ctx, r.s.Duration.D())
+	} else {
+		err = r.wl.Run(ctx, r.s.Duration.D())
 	}
-	err := r.wl.Run(ctx, r.s.Duration.D())
 	cancel()
 	wg.Wait()
 	if r.opts.Live {
 		fmt.Fprint(r.opts.Console, "\r\033[K")
 	}
-	st := r.wl.Stats()
-	r.say("held         %.1f%% of the time on average, the least held role %.1f%%; %d handoffs, %d fences",
-		100*st.HeldFraction, 100*st.MinHeldFraction, st.Handoffs, st.Fences)
+	if r.pipe != nil {
+		st := r.pipe.Stats()
+		r.say("copied       %d input records sent; %d transactions committed, %d aborted, %d unknown; %d member restarts",
+			st.Sent, st.Committed, st.Failed, st.Unknown, st.Restarts)
+	} else {
+		st := r.wl.Stats()
+		r.say("held         %.1f%% of the time on average, the least held role %.1f%%; %d handoffs, %d fences",
+			100*st.HeldFraction, 100*st.MinHeldFraction, st.Handoffs, st.Fences)
+	}
 	if nemErr != nil {
 		err = errors.Join(err, fmt.Errorf("nemesis: %w", nemErr))
 	}
@@ -605,7 +601,7 @@ func (r *runner) writeRunInfo(interrupted bool) error {
 		Resources: r.resources,
 	}
 	if r.s.Workload.IsPipeline() {
-		cfg, _ := pipelineConfig(r.s) // validated by Run
+		cfg, _ := r.s.Workload.PipelineConfig() // validated by Run
 		info.Processes, info.Roles, info.Members = cfg.Processes, 0, cfg.Members
 	}
 	if r.cl != nil {

@@ -16,7 +16,7 @@ import (
 var ErrConfig = errors.New("pipeline workload")
 
 // Config is the shape of a pipeline run: how many members on how many processes, the input
-// they copy, and the timings. Zero fields take the defaults of withDefaults.
+// they copy, and the timings. Zero fields take the defaults of WithDefaults.
 type Config struct {
 	// Member is the member implementation: session (kgo.GroupTransactSession), plain, or a
 	// deliberately broken one, mutant:NAME. Default plain.
@@ -51,19 +51,16 @@ type Config struct {
 
 // Validate reports the first field of c that cannot run, naming it (ErrConfig).
 func (c Config) Validate() error {
-	_, err := c.withDefaults()
+	_, err := c.WithDefaults()
 	return err
 }
-
-// WithDefaults returns c with its zero fields set to the defaults, or Validate's error.
-func (c Config) WithDefaults() (Config, error) { return c.withDefaults() }
 
 // maxRate bounds Config.Rate: the seeder's ticker needs an interval of a microsecond or more.
 const maxRate = 1_000_000
 
-// withDefaults validates c and fills in its defaults. Errors wrap ErrConfig and name the field
+// WithDefaults validates c and fills in its defaults. Errors wrap ErrConfig and name the field
 // as a scenario file spells it.
-func (c Config) withDefaults() (Config, error) {
+func (c Config) WithDefaults() (Config, error) {
 	bad := func(field, format string, args ...any) (Config, error) {
 		return c, fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
 	}

@@ -7,12 +7,14 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,11 +49,10 @@ type Stats struct {
 
 // Workload is one pipeline run on a cluster: New, Run, FinalReads, Close.
 type Workload struct {
-	cfg  Config
-	cl   cluster.Cluster
-	log  *slog.Logger
-	w    *history.Writer
-	seed uint64
+	cfg Config
+	cl  cluster.Cluster
+	log *slog.Logger
+	w   *history.Writer
 
 	group, input, output string
 
@@ -108,7 +109,7 @@ type Options struct {
 // history's header (with Meta) after New, and Run writes the preload, then starts the
 // members.
 func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer, opts Options) (*Workload, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer,
 	}
 	seed := opts.Seed
 	wl := &Workload{
-		cfg: cfg, cl: cl, log: log, w: w, seed: seed, start: start,
+		cfg: cfg, cl: cl, log: log, w: w, start: start,
 		group: "fencecheck." + tag + ".group", input: "fencecheck." + tag + ".input", output: "fencecheck." + tag + ".output",
 	}
 	if err := wl.createTopics(ctx); err != nil {
@@ -435,31 +436,18 @@ func errText(err error) string {
 func ranges(records []pipeline.Record) []history.PipeRange {
 	var out []history.PipeRange
 	for _, r := range records {
-		if n := len(out); n > 0 && out[n-1].Partition == r.Partition && out[n-1].To == r.Offset {
-			out[n-1].To++
-			continue
+		i := slices.IndexFunc(out, func(g history.PipeRange) bool { return g.Partition == r.Partition && g.To == r.Offset })
+		if i < 0 {
+			out = append(out, history.PipeRange{Partition: r.Partition, From: r.Offset, To: r.Offset})
+			i = len(out) - 1
 		}
-		merged := false
-		for i := range out {
-			if out[i].Partition == r.Partition && out[i].To == r.Offset {
-				out[i].To++
-				merged = true
-				break
-			}
-		}
-		if !merged {
-			out = append(out, history.PipeRange{Partition: r.Partition, From: r.Offset, To: r.Offset + 1})
-		}
+		out[i].To++
 	}
 	return out
 }
 
 func sortOffsets(o []history.PipeOffset) {
-	for i := 1; i < len(o); i++ {
-		for j := i; j > 0 && o[j].Partition < o[j-1].Partition; j-- {
-			o[j], o[j-1] = o[j-1], o[j]
-		}
-	}
+	slices.SortStableFunc(o, func(a, b history.PipeOffset) int { return cmp.Compare(a.Partition, b.Partition) })
 }
 
 // sleep waits d or until ctx ends.
