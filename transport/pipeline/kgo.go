@@ -16,6 +16,7 @@ import (
 // (read committed, stable offset fetches, no auto-commit: offsets are committed only in the
 // transactions) and the producer's (the member's transactional id, output partition =
 // input partition).
+// kgo always fetches a group's offsets stable when it is assigned partitions.
 func clientOpts(cfg Config) ([]kgo.Opt, error) {
 	opts, err := transport.ClientOptions(cfg.Conn)
 	if err != nil {
@@ -25,7 +26,6 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Input),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
@@ -103,11 +103,16 @@ func isFencing(err error) bool {
 
 // committed fetches the group's committed offsets of the input partitions, stable (KIP-447): an
 // answer that a transaction committing offsets for a partition is still open is asked again
-// until it is not, or ctx ends. A partition without a committed offset is absent.
-func committed(ctx context.Context, cl *kgo.Client, group, topic string, partitions []int32) (map[int32]int64, error) {
+// until it is not, or ctx ends. A partition without a committed offset is absent. Without
+// stable (a mutant) it takes what the coordinator has committed now.
+func committed(ctx context.Context, cl *kgo.Client, group, topic string, partitions []int32, stable bool) (map[int32]int64, error) {
 	adm := kadm.NewClient(cl)
+	fctx := ctx
+	if stable {
+		fctx = kadm.RequireStable(ctx)
+	}
 	for {
-		resp, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
+		resp, err := adm.FetchOffsets(fctx, group)
 		if err == nil {
 			out := map[int32]int64{}
 			unstable := false

@@ -22,6 +22,8 @@ const (
 	mutantGroupIDOnly       = "group-id-only"
 	mutantOffsetsOutsideTxn = "offsets-outside-txn"
 	mutantReadUncommitted   = "read-uncommitted"
+	mutantUnstableFetch     = "unstable-fetch"
+	mutantNoRewind          = "no-rewind"
 )
 
 // Mutants lists the mutant members, each a kind "mutant:NAME" of New.
@@ -32,6 +34,10 @@ var Mutants = []Mutant{
 		Summary: "commits its outputs in the transaction but its offsets after it, with a plain OffsetCommit: a zombie's outputs commit before the group refuses its offsets"},
 	{Name: mutantReadUncommitted, Fails: "read committed",
 		Summary: "polls its input at read_uncommitted: records of aborted input transactions are copied"},
+	{Name: mutantUnstableFetch, Fails: "stable fetch",
+		Summary: "starts on newly assigned partitions at offsets it fetched without require_stable: a new owner starts below the offsets a zombie's open transaction is about to commit, and copies those records again"},
+	{Name: mutantNoRewind, Fails: "abort",
+		Summary: "does not rewind to the committed offsets after a transaction that did not commit: the batch's records are skipped, and the next commit moves the offsets past them"},
 }
 
 // mutant returns the flaw a mutant kind names, or "" when kind is no mutant's.

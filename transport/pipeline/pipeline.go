@@ -77,6 +77,37 @@ type Config struct {
 	MaxPoll int
 	// Protocol is ProtocolClassic (default) or ProtocolConsumer.
 	Protocol string
+	// Pause, when set, is called by Transact at each pause point the member reaches
+	// (Points), with the point's name; the member goes on when it returns. A test or the
+	// workload stops a member there to make it a zombie with its transaction open.
+	Pause func(ctx context.Context, point string)
+}
+
+// The pause points inside Transact (Config.Pause).
+const (
+	// PointAfterProduce: the outputs are produced in the open transaction; the offsets are
+	// not sent yet.
+	PointAfterProduce = "after-produce"
+	// PointBeforeCommit: the offsets are sent in the transaction too (the group coordinator
+	// holds them pending); the commit is not asked yet. A new owner that fetches its offsets
+	// stable (KIP-447) must wait for this transaction to end.
+	PointBeforeCommit = "before-commit"
+)
+
+// Points returns the pause points a member of kind reaches in Transact: a session sends its
+// offsets and commits in one call, so it has no PointBeforeCommit.
+func Points(kind string) []string {
+	if kind == KindSession {
+		return []string{PointAfterProduce}
+	}
+	return []string{PointAfterProduce, PointBeforeCommit}
+}
+
+// pause calls c.Pause at point, if set.
+func (c Config) pause(ctx context.Context, point string) {
+	if c.Pause != nil {
+		c.Pause(ctx, point)
+	}
 }
 
 // withDefaults validates c and fills in its defaults. Errors name the field.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -38,8 +39,11 @@ func newPlain(_ context.Context, cfg Config, flaw string) (*plain, error) {
 		return nil, err
 	}
 	opts = append(opts, kgo.BlockRebalanceOnPoll())
-	if flaw == mutantReadUncommitted {
+	switch flaw {
+	case mutantReadUncommitted:
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadUncommitted())) // the last one counts
+	case mutantUnstableFetch:
+		opts = append(opts, unstableStart(cfg)...)
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -61,7 +65,7 @@ func (m *plain) Poll(ctx context.Context) (Batch, error) {
 func (m *plain) Transact(ctx context.Context, b Batch, outs []Output) (res Result) {
 	defer m.cl.AllowRebalance()
 	defer func() {
-		if res.Outcome != transport.OK && !m.rewind(ctx, b) {
+		if res.Outcome != transport.OK && m.flaw != mutantNoRewind && !m.rewind(ctx, b) {
 			res.Restart = true
 		}
 	}()
@@ -78,12 +82,15 @@ func (m *plain) Transact(ctx context.Context, b Batch, outs []Output) (res Resul
 		return m.abort(ctx, transport.FencingToken{}, err)
 	}
 	tok := token(ctx, m.cl)
+	m.cfg.pause(ctx, PointAfterProduce)
 	if m.flaw == mutantOffsetsOutsideTxn {
+		m.cfg.pause(ctx, PointBeforeCommit)
 		return m.commitThenOffsets(ctx, tok, b)
 	}
 	if err := m.sendOffsets(ctx, tok, b); err != nil {
 		return m.abort(ctx, tok, err)
 	}
+	m.cfg.pause(ctx, PointBeforeCommit)
 	if err := m.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		if errors.Is(err, kerr.OperationNotAttempted) { // kgo did not send the commit
 			return m.abort(ctx, tok, err)
@@ -215,7 +222,7 @@ func (m *plain) rewind(ctx context.Context, b Batch) bool {
 	parts := slices.Sorted(maps.Keys(first))
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.Conn.RequestTimeout)
 	defer cancel()
-	at, err := committed(rctx, m.cl, m.cfg.Group, m.cfg.Input, parts)
+	at, err := committed(rctx, m.cl, m.cfg.Group, m.cfg.Input, parts, m.flaw != mutantUnstableFetch)
 	if err != nil {
 		m.cfg.Conn.Logger.Warn("pipeline member: cannot fetch the committed offsets to rewind to", "group", m.cfg.Group, "err", err)
 		return false
@@ -235,3 +242,47 @@ func (m *plain) rewind(ctx context.Context, b Batch) bool {
 // Close leaves the group without waiting for a polled batch to be transacted: with
 // BlockRebalanceOnPoll a plain Close would wait for it forever.
 func (m *plain) Close() { m.cl.CloseAllowingRebalance() }
+
+// unstableStart is the unstable-fetch mutant's start on newly assigned partitions: kgo always
+// fetches stable, so the mutant fetches the offsets itself, without require_stable, when it is
+// assigned partitions (before kgo's own fetch), and starts there instead of where kgo's
+// fetch says, as a client that fetched unstable would.
+func unstableStart(cfg Config) []kgo.Opt {
+	var mu sync.Mutex
+	taken := map[int32]int64{}
+	return []kgo.Opt{
+		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+			if len(assigned[cfg.Input]) == 0 {
+				return
+			}
+			at, err := committed(ctx, cl, cfg.Group, cfg.Input, assigned[cfg.Input], false)
+			if err != nil {
+				return // kgo's own offsets, then
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range assigned[cfg.Input] {
+				o, ok := at[p]
+				if !ok {
+					o = -1
+				}
+				taken[p] = o
+			}
+		}),
+		kgo.AdjustFetchOffsetsFn(func(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			for p := range offsets[cfg.Input] {
+				switch o, ok := taken[p]; {
+				case !ok:
+				case o < 0:
+					offsets[cfg.Input][p] = kgo.NewOffset().AtStart()
+				default:
+					offsets[cfg.Input][p] = kgo.NewOffset().At(o)
+				}
+				delete(taken, p)
+			}
+			return offsets, nil
+		}),
+	}
+}

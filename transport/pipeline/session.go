@@ -54,6 +54,7 @@ func (m *session) Transact(ctx context.Context, b Batch, outs []Output) Result {
 		return Result{Outcome: transport.Fail, Token: tok, Err: errors.Join(err, aerr), Restart: aerr != nil}
 	}
 	tok := token(ctx, m.s.Client())
+	m.cfg.pause(ctx, PointAfterProduce) // End sends the offsets and commits: no point between
 	ok, err := m.s.End(ctx, kgo.TryCommit)
 	switch {
 	case err == nil && ok:

@@ -61,6 +61,8 @@ func Run(t *testing.T, env Env) {
 		{"rebalance - members join and leave - still exactly once", s.testRebalance},
 		{"zombie - cut off past its session timeout - its batch does not commit", s.testZombie},
 		{"read committed - aborted input is never copied", s.testAbortedInput},
+		{"abort - a transaction that does not commit - its records are polled again", s.testAbortRewinds},
+		{"stable fetch - a zombie's open transaction holds offsets - the new owner starts past them", s.testStableFetch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)
@@ -184,7 +186,13 @@ type member struct {
 // that stopping it leaves no transaction open.
 func (s *suite) start(t *testing.T, p *pipe, name string) *member {
 	t.Helper()
-	m, err := pipeline.New(context.Background(), s.env.Kind, s.config(p, name))
+	return s.startWith(t, s.config(p, name), name)
+}
+
+// startWith is start with the member's configuration given.
+func (s *suite) startWith(t *testing.T, cfg pipeline.Config, name string) *member {
+	t.Helper()
+	m, err := pipeline.New(context.Background(), s.env.Kind, cfg)
 	if err != nil {
 		t.Fatalf("member %s: %v", name, err)
 	}
@@ -225,7 +233,7 @@ func (s *suite) start(t *testing.T, p *pipe, name string) *member {
 			}
 			if res.Restart { // the contract: start another
 				m.Close()
-				if m, err = pipeline.New(context.Background(), s.env.Kind, s.config(p, name)); err != nil {
+				if m, err = pipeline.New(context.Background(), s.env.Kind, cfg); err != nil {
 					mb.err = err
 					return
 				}
@@ -546,3 +554,146 @@ func (c *cutter) heal() {
 	defer c.mu.Unlock()
 	c.off = false
 }
+
+// testAbortRewinds: a transaction that cannot produce (its context has ended) does not commit,
+// and the member's next poll starts again at the batch's first record.
+func (s *suite) testAbortRewinds(t *testing.T) {
+	p := s.newPipe(t, 1)
+	p.seed(t, 0, 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := pipeline.New(ctx, s.env.Kind, s.config(p, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	batch := pollSome(t, ctx, a)
+	ended, end := context.WithCancel(ctx)
+	end()
+	res := a.Transact(ended, batch, outputs(batch, "a"))
+	t.Logf("the transaction whose context had ended: %v (%v)", res.Outcome, res.Err)
+	if res.Outcome != transport.Fail {
+		t.Fatalf("a transaction whose context had ended: %v (%v), want fail: it never asked to commit", res.Outcome, res.Err)
+	}
+	if res.Restart {
+		t.Fatalf("the member asks to be restarted after an abort (%v): it could not rewind", res.Err)
+	}
+	again := pollSome(t, ctx, a)
+	if first, want := again.Records[0].Offset, batch.Records[0].Offset; first != want {
+		t.Fatalf("after a transaction that did not commit, the next poll starts at offset %d, want %d (the aborted batch's first record)", first, want)
+	}
+	// The rest of the input, once: the committed offsets show a commit only once its markers
+	// are written, which a broker does after it answered, so the loop counts records instead.
+	for b, copied := again, 0; ; b = pollSome(t, ctx, a) {
+		if res := a.Transact(ctx, b, outputs(b, "a")); res.Outcome != transport.OK {
+			t.Fatalf("copy: %v (%v)", res.Outcome, res.Err)
+		}
+		if copied += len(b.Records); copied >= 20 {
+			break
+		}
+	}
+	await(t, "the group's offsets show the member's commits", func() bool { return p.committedAll() })
+	p.exactlyOnce(t)
+}
+
+// testStableFetch: member a sends a batch's offsets in its transaction and stops before the
+// commit, cut off from the cluster, so the group gives its partition to b while the offsets
+// are pending. b must start past them (it fetches stable, and waits until a's transaction
+// ends): a then commits, and nothing is copied twice. b's fetch is seen on its wire, so that
+// a commits only after b asked where to start.
+func (s *suite) testStableFetch(t *testing.T) {
+	if !slices.Contains(pipeline.Points(s.env.Kind), pipeline.PointBeforeCommit) {
+		t.Skipf("member %s sends its offsets and commits in one call: nothing holds its offsets pending", s.env.Kind)
+	}
+	p := s.newPipe(t, 1)
+	p.seed(t, 0, 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var links cutter
+	paused, release := make(chan struct{}), make(chan struct{})
+	cfg := s.config(p, "a")
+	cfg.Conn.Dial = links.dial
+	cfg.Pause = func(_ context.Context, point string) {
+		if point == pipeline.PointBeforeCommit {
+			close(paused)
+			<-release
+		}
+	}
+	a, err := pipeline.New(ctx, s.env.Kind, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	batch := pollSome(t, ctx, a)
+	done := make(chan pipeline.Result, 1)
+	go func() { done <- a.Transact(ctx, batch, outputs(batch, "a")) }()
+	select {
+	case <-paused:
+	case res := <-done:
+		t.Fatalf("member a's transaction ended (%v: %v) before its commit point", res.Outcome, res.Err)
+	}
+	links.cut()
+	var fetches fetchCounter
+	bcfg := s.config(p, "b")
+	bcfg.Conn.Dial = fetches.dial
+	b := s.startWith(t, bcfg, "b")
+	await(t, "member b asked for its partition's committed offsets (a's session expired)", func() bool { return fetches.n.Load() > 0 })
+	links.heal()
+	close(release)
+	res := <-done
+	t.Logf("member a's transaction, held open with its offsets past b's fetch: %v %v", res.Outcome, res.Err)
+	a.Close()        // else, back in the group, it may be given the partition and never poll it
+	p.seed(t, 20, 5) // b commits again after a did, whatever a's commit did to the offsets
+	await(t, "member b committed every input record", func() bool { return p.committedAll() })
+	b.stop(t)
+	p.exactlyOnce(t)
+}
+
+// pollSome polls m until it returns records, for up to a minute.
+func pollSome(t *testing.T, ctx context.Context, m pipeline.Member) pipeline.Batch {
+	t.Helper()
+	var b pipeline.Batch
+	await(t, "the member polled a batch", func() bool {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		b, _ = m.Poll(pctx)
+		return len(b.Records) > 0
+	})
+	return b
+}
+
+func outputs(b pipeline.Batch, member string) []pipeline.Output {
+	var outs []pipeline.Output
+	for _, r := range b.Records {
+		outs = append(outs, output(r, member))
+	}
+	return outs
+}
+
+// fetchCounter dials plain connections and counts the OffsetFetch requests written on them:
+// the client writes each request whole, its size then its API key first (key 9 is
+// OffsetFetch).
+type fetchCounter struct{ n atomic.Int64 }
+
+func (f *fetchCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, f: f}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	f *fetchCounter
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	if len(b) >= 6 && int16(b[4])<<8|int16(b[5]) == offsetFetchKey {
+		c.f.n.Add(1)
+	}
+	return c.Conn.Write(b)
+}
+
+const offsetFetchKey = 9
