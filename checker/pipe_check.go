@@ -30,10 +30,13 @@ const (
 	// EOSTxnOutcome: a transaction reported not committed has no output in the committed
 	// output, and one reported committed has all of its outputs there.
 	EOSTxnOutcome = "eos-txn-outcome"
+	// EOSReadCommitted: every committed output is made of an input record the harness wrote
+	// and did not abort: the members read their input committed.
+	EOSReadCommitted = "eos-read-committed"
 )
 
 // PipelineGuarantees lists the pipeline guarantees in the order of docs/checker.md.
-var PipelineGuarantees = []string{EOSNoLoss, EOSNoDuplicate, EOSOffsetsMatchOutput, EOSOrder, EOSTxnOutcome}
+var PipelineGuarantees = []string{EOSNoLoss, EOSNoDuplicate, EOSOffsetsMatchOutput, EOSOrder, EOSTxnOutcome, EOSReadCommitted}
 
 // Pipeline coverage requirements a scenario can promise (besides final-read, ops-succeeded
 // and fault-took-hold, which a pipeline run is held to as a lease run is).
@@ -50,6 +53,7 @@ func init() {
 	meanings[EOSOffsetsMatchOutput] = "committed offsets end exactly where the committed outputs end, per partition and per transaction"
 	meanings[EOSOrder] = "per input partition, outputs are committed in input order"
 	meanings[EOSTxnOutcome] = "a transaction reported aborted has no committed output; one reported committed has all of it"
+	meanings[EOSReadCommitted] = "every committed output is made of an input record that was written and not aborted"
 	for _, g := range PipelineGuarantees {
 		sentinels[g] = fmt.Errorf("%s", g)
 	}
@@ -69,6 +73,8 @@ type pipeRun struct {
 	// every send, landed or not.
 	sent    map[history.PipeOffset]string
 	sentIDs map[string]bool
+	// aborted are the ids of the input records written in transactions the harness aborted.
+	aborted map[string]bool
 	ends    map[int32]int64 // per input partition: one past the highest offset sent
 	// txns are the transactions by op id.
 	txns map[int64]*history.Op
@@ -108,6 +114,7 @@ func checkPipeline(_ context.Context, h *history.History, cfg config) *Results {
 		{EOSOffsetsMatchOutput, c.checkOffsetsMatchOutput},
 		{EOSOrder, c.checkOrder},
 		{EOSTxnOutcome, c.checkTxnOutcome},
+		{EOSReadCommitted, c.checkReadCommitted},
 	} {
 		r := c.result(l.name)
 		if !c.haveOutput || !c.haveOffsets {
@@ -131,7 +138,7 @@ func (c *pipeRun) index() {
 	bad := func(op *history.Op, format string, args ...any) {
 		wf.Anomalies = append(wf.Anomalies, Anomaly{Guarantee: WellFormed, Ops: []int64{op.ID}, Explanation: fmt.Sprintf(format, args...)})
 	}
-	c.sent, c.sentIDs, c.ends, c.txns = map[history.PipeOffset]string{}, map[string]bool{}, map[int32]int64{}, map[int64]*history.Op{}
+	c.sent, c.sentIDs, c.aborted, c.ends, c.txns = map[history.PipeOffset]string{}, map[string]bool{}, map[string]bool{}, map[int32]int64{}, map[int64]*history.Op{}
 	for i := range c.h.Len() {
 		op := c.h.Op(i)
 		switch op.Kind {
@@ -141,6 +148,9 @@ func (c *pipeRun) index() {
 				continue
 			}
 			c.sentIDs[op.Args.Pipe.ID] = true
+			if op.Type == history.TypeFail {
+				c.aborted[op.Args.Pipe.ID] = true
+			}
 			if op.Type != history.TypeOK {
 				continue
 			}
@@ -202,8 +212,29 @@ func (c *pipeRun) partitions() []int32 {
 	return slices.Sorted(maps.Keys(ps))
 }
 
-// checkNoLoss: every input record below its partition's committed offset has an output.
+// checkNoLoss: every input record below its partition's committed offset has an output. A
+// lost record's anomaly names the first committed transaction that consumed past it: the
+// one whose offsets skipped it.
 func (c *pipeRun) checkNoLoss(r *Result) {
+	type start struct {
+		from int64
+		txn  int64
+	}
+	starts := map[int32][]start{} // per input partition: where committed transactions' inputs start
+	seen := map[int64]bool{}
+	for _, o := range c.outputs {
+		op, ok := c.txns[o.Txn]
+		if !ok || seen[o.Txn] {
+			continue
+		}
+		seen[o.Txn] = true
+		for _, in := range op.Args.Pipe.Inputs {
+			starts[in.Partition] = append(starts[in.Partition], start{in.From, o.Txn})
+		}
+	}
+	for _, s := range starts {
+		slices.SortFunc(s, func(a, b start) int { return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.txn, b.txn)) })
+	}
 	checked := 0
 	// The inputs the harness knows it sent, in order: the committed offset comes from the
 	// member under test and may be anything, so it bounds the walk but does not drive it.
@@ -214,8 +245,14 @@ func (c *pipeRun) checkNoLoss(r *Result) {
 		}
 		checked++
 		if len(c.byInput[in]) == 0 {
-			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSNoLoss, Log: "input:" + in.String(),
-				Explanation: fmt.Sprintf("input %s (%s) is below partition %d's committed offset %d, but has no output in the committed output", in, c.sent[in], p, c.committed[p])})
+			a := Anomaly{Guarantee: EOSNoLoss, Log: "input:" + in.String(),
+				Explanation: fmt.Sprintf("input %s (%s) is below partition %d's committed offset %d, but has no output in the committed output", in, c.sent[in], p, c.committed[p])}
+			s := starts[p]
+			if i, _ := slices.BinarySearchFunc(s, o+1, func(x start, from int64) int { return cmp.Compare(x.from, from) }); i < len(s) {
+				a.Ops = []int64{s[i].txn}
+				a.Explanation += fmt.Sprintf("; the next committed transaction of the partition, txn op %d, starts past it at %d", s[i].txn, s[i].from)
+			}
+			r.Anomalies = append(r.Anomalies, a)
 		}
 	}
 	r.Details["inputs_checked"] = checked
@@ -242,7 +279,8 @@ func (c *pipeRun) checkNoDuplicate(r *Result) {
 // past the input's end; each committed transaction's offsets end where its outputs end.
 func (c *pipeRun) checkOffsetsMatchOutput(r *Result) {
 	for _, p := range c.partitions() {
-		if end, committed := c.ends[p], c.committed[p]; committed > end && len(c.sentIDs) == len(c.sent) {
+		// Only when every send's fate is known: a record that may have landed may be the end.
+		if end, committed := c.ends[p], c.committed[p]; committed > end && len(c.sentIDs) == len(c.sent)+len(c.aborted) {
 			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("input:%d", p),
 				Explanation: fmt.Sprintf("partition %d's committed offset %d is past its input's end %d", p, committed, end)})
 		}
@@ -333,6 +371,25 @@ func (c *pipeRun) checkTxnOutcome(r *Result) {
 				Explanation: fmt.Sprintf("txn op %d of %s was reported committed, but none of its outputs is in the committed output", id, op.Member)})
 		}
 	}
+}
+
+// checkReadCommitted: no committed output of an input record the harness aborted, or never
+// wrote.
+func (c *pipeRun) checkReadCommitted(r *Result) {
+	for _, o := range c.outputs {
+		var why string
+		switch {
+		case c.aborted[o.ID]:
+			why = "was written in a transaction the harness aborted"
+		case !c.sentIDs[o.ID]:
+			why = "was never written"
+		default:
+			continue
+		}
+		r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSReadCommitted, Log: fmt.Sprintf("output:%d", o.Partition), Ops: []int64{o.Txn},
+			Explanation: fmt.Sprintf("output %d/%d (txn op %d of %s) is made of input %s (%s), which %s", o.Partition, o.Offset, o.Txn, o.Member, o.In, o.ID, why)})
+	}
+	r.Details["inputs_aborted"] = len(c.aborted)
 }
 
 // pipeCoverage judges the coverage of a pipeline run: final-read and ops-succeeded always,

@@ -181,6 +181,28 @@ func TestPipelineAnomalies(t *testing.T) {
 			b.final(outputs(t1, 0, 0, 2, &next), p0(2))
 			return b
 		}, []string{checker.EOSTxnOutcome}},
+		{"an output of an input record written in an aborted transaction", func() *pipeHistory {
+			b := newPipeHistory()
+			b.send(0, 2)
+			// i0-2 landed at 0/2 in a transaction that was aborted (its marker at 0/3);
+			// i0-4 at 0/4.
+			b.op(history.KindSend, "", &history.PipeArgs{ID: "i0-2"}, history.TypeFail, nil, history.ErrorAborted)
+			b.op(history.KindSend, "", &history.PipeArgs{ID: "i0-4"}, history.TypeOK, &history.PipeResult{Sent: &history.PipeOffset{Partition: 0, Offset: 4}}, "")
+			t1 := b.op(history.KindTxn, "m1", &history.PipeArgs{Group: "g", MemberID: "m1", Generation: 1,
+				Inputs:  []history.PipeRange{{Partition: 0, From: 0, To: 3}, {Partition: 0, From: 4, To: 5}},
+				Offsets: []history.PipeOffset{p0(5)}}, history.TypeOK, &history.PipeResult{Token: &history.Token{ProducerID: 1}}, "")
+			var next int64
+			outs := outputs(t1, 0, 0, 3, &next)
+			outs = append(outs, history.PipeOutput{Partition: 0, Offset: next, In: p0(4), ID: "i0-4", Txn: t1})
+			b.final(outs, p0(5))
+			return b
+		}, []string{checker.EOSReadCommitted}},
+		{"an output of an input record never written", func() *pipeHistory {
+			b, outs := valid()
+			outs[3].ID = "forged"
+			b.final(outs, p0(4), p1)
+			return b
+		}, []string{checker.EOSReadCommitted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := tc.build().check(t)
@@ -242,5 +264,30 @@ func TestPipelineFailsClosed(t *testing.T) {
 	if res.Verdict != checker.VerdictInconclusive || checkOf(res, checker.CoverRebalance).Verdict != checker.VerdictInconclusive ||
 		checkOf(res, checker.CoverTxnAborted).Verdict != checker.VerdictInconclusive {
 		t.Errorf("a run without a rebalance or a fence: %s, %+v", res.Verdict, res.Coverage)
+	}
+}
+
+// TestPipelineLossNamesTheSkip: a lost input record's anomaly names the committed transaction
+// that consumed past it, so that the report and selftest's time to detect have an operation.
+func TestPipelineLossNamesTheSkip(t *testing.T) {
+	b := newPipeHistory()
+	b.send(0, 6)
+	var next int64
+	t1 := b.txn("m1", 0, 0, 2, 2, history.TypeOK, "")
+	b.txn("m1", 0, 2, 4, 4, history.TypeFail, "") // aborted, and its batch skipped after
+	t3 := b.txn("m1", 0, 4, 6, 6, history.TypeOK, "")
+	b.final(append(outputs(t1, 0, 0, 2, &next), outputs(t3, 0, 4, 6, &next)...), history.PipeOffset{Partition: 0, Offset: 6})
+	res := b.check(t)
+	r := checkOf(res, checker.EOSNoLoss)
+	if len(r.Anomalies) != 2 {
+		t.Fatalf("eos-no-loss: %d anomalies, want 2 (inputs 0/2 and 0/3): %+v", len(r.Anomalies), r.Anomalies)
+	}
+	for _, a := range r.Anomalies {
+		if len(a.Ops) != 1 || a.Ops[0] != t3 {
+			t.Errorf("anomaly %q names ops %v, want txn op %d, the first committed one past it", a.Explanation, a.Ops, t3)
+		}
+	}
+	if r.FirstAt <= 0 {
+		t.Errorf("eos-no-loss FirstAt %d, want the skipping transaction's completion", r.FirstAt)
 	}
 }

@@ -39,15 +39,16 @@ func IsPipelineMutant(name string) bool {
 }
 
 // pipelineMutantChecks are, for the pipeline's mutant members that selftest runs, the
-// scenario that shows the flaw and the guarantees it must be caught breaking. read-uncommitted
-// is not among them: it shows only on input written in aborted transactions, and the
-// pipeline's input is written outside transactions.
+// scenario that shows the flaw and the guarantees it must be caught breaking.
 var pipelineMutantChecks = map[string]struct {
 	scenario   string
 	guarantees []string
 }{
 	"group-id-only":       {"pipeline-zombie", []string{checker.EOSNoDuplicate}},
 	"offsets-outside-txn": {"pipeline-zombie", []string{checker.EOSNoDuplicate, checker.EOSOffsetsMatchOutput}},
+	"read-uncommitted":    {"pipeline-steady", []string{checker.EOSReadCommitted}},
+	"unstable-fetch":      {"pipeline-zombie-commit", []string{checker.EOSNoDuplicate}},
+	"no-rewind":           {"pipeline-txn-faults", []string{checker.EOSNoLoss}},
 }
 
 // RegressionMutants are the mutants made for regressions (selftest does not run them).

@@ -259,10 +259,17 @@ func (s *Scenario) Validate() error {
 		return bad(err)
 	}
 	if s.Workload.IsPipeline() {
-		// A pipeline member has one pause point: say so when the file is read, not mid-run.
+		// A pipeline member has its own pause points: say so when the file is read, not mid-run.
+		cfg, err := s.Workload.PipelineConfig()
+		if err != nil {
+			return bad(fmt.Errorf("workload: %w", err))
+		}
 		for i, st := range sched.Script {
-			if p := st.Spec.Params.Point; st.Spec.Fault == "freeze" && p != "" && p != pipeline.PointAfterPoll {
-				return bad(fmt.Errorf("nemesis.script[%d]: point=%s: a pipeline member pauses only at %s", i, p, pipeline.PointAfterPoll))
+			if st.Spec.Fault != "freeze" {
+				continue
+			}
+			if err := pipeline.CheckPoint(cfg.Member, st.Spec.Params.Point); err != nil {
+				return bad(fmt.Errorf("nemesis.script[%d]: %w", i, err))
 			}
 		}
 	}

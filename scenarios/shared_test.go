@@ -25,7 +25,7 @@ func TestSharesCluster(t *testing.T) {
 		"black-hole": true, "slow-links": true, "flapping": true,
 		"kill-coordinator": false, "kill-leader": false, "pause-broker": false, "isolate-broker": false,
 		"rolling-restart": false, "chaos": false, "pipeline-steady": true, "pipeline-zombie": true,
-		"pipeline-rebalance-storm": true, "pipeline-txn-faults": true,
+		"pipeline-rebalance-storm": true, "pipeline-txn-faults": true, "pipeline-zombie-commit": true,
 	}
 	for _, name := range scenarios.Names() {
 		s, _, err := scenarios.Builtin(name)

@@ -140,7 +140,8 @@ func (k Kind) valid() bool {
 
 // Well-known error classes of completions. The transport or the recorder owns the choice of
 // class; the checker interprets only ErrorFenced (the broker or the coordinator rejected the
-// epoch). Other classes are kept as recorded and shown in reports.
+// epoch), and in a pipeline history a failed send (ErrorAborted). Other classes are kept as
+// recorded and shown in reports.
 const (
 	ErrorFenced  = "fenced"   // the epoch check rejected the operation
 	ErrorNotHeld = "not-held" // checked locally before any I/O: the process holds no such token

@@ -15,7 +15,8 @@ const FormatPipeline = 2
 // Args.Pipe and Result.Pipe.
 const (
 	// KindSend is the harness writing one input record: args.pipe.id names it; an ok result
-	// gives where it landed (result.pipe.sent).
+	// gives where it landed (result.pipe.sent); fail (error ErrorAborted) says it was written
+	// in a transaction the harness aborted, so it must never be read committed.
 	KindSend Kind = "send"
 	// KindTxn is a member's transaction: args.pipe names the input records it consumed, the
 	// offsets it commits and the group generation it ran under. ok: committed; fail: it
@@ -28,6 +29,9 @@ const (
 	// require-stable (result.pipe.offsets).
 	KindFinalOffsets Kind = "final-offsets"
 )
+
+// ErrorAborted is the error class of a send written in a transaction the harness aborted.
+const ErrorAborted = "aborted"
 
 // PipelineMeta is the shape of a pipeline run (Meta.Pipeline).
 type PipelineMeta struct {

@@ -427,8 +427,12 @@ func (r *runner) runLoad(ctx context.Context) error {
 	}
 	if r.pipe != nil {
 		st := r.pipe.Stats()
-		r.say("copied       %d input records sent; %d transactions committed, %d aborted, %d unknown; %d member restarts",
-			st.Sent, st.Committed, st.Failed, st.Unknown, st.Restarts)
+		abortedInput := ""
+		if st.Aborted > 0 {
+			abortedInput = fmt.Sprintf(" (and %d in aborted transactions)", st.Aborted)
+		}
+		r.say("copied       %d input records sent%s; %d transactions committed, %d aborted, %d unknown; %d member restarts",
+			st.Sent, abortedInput, st.Committed, st.Failed, st.Unknown, st.Restarts)
 	} else {
 		st := r.wl.Stats()
 		r.say("held         %.1f%% of the time on average, the least held role %.1f%%; %d handoffs, %d fences",

@@ -35,6 +35,9 @@ type Config struct {
 	Preload int `json:"preload,omitempty" yaml:"preload,omitempty"`
 	// Rate is how many input records per second are written while the run lasts. Default 50.
 	Rate float64 `json:"rate,omitempty" yaml:"rate,omitempty"`
+	// AbortedInput is the share of input records (0 to 1) the seeder writes in a transaction
+	// that it then aborts: no member may copy them (eos-read-committed). Default 0.
+	AbortedInput float64 `json:"aborted_input,omitempty" yaml:"aborted_input,omitempty"`
 	// MaxPoll is the most records one transaction carries. Default 5.
 	MaxPoll int `json:"max_poll,omitempty" yaml:"max_poll,omitempty"`
 	// Restart is how often, on average, a member leaves the group and a new one joins in its
@@ -75,6 +78,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return bad("preload", "must not be negative, got %d", c.Preload)
 	case c.Rate < 0 || c.Rate > maxRate || math.IsNaN(c.Rate):
 		return bad("rate", "%v records per second, want 0 to %d", c.Rate, maxRate)
+	case c.AbortedInput < 0 || c.AbortedInput > 1 || math.IsNaN(c.AbortedInput):
+		return bad("aborted_input", "%v, want a share from 0 to 1", c.AbortedInput)
 	case c.MaxPoll < 0:
 		return bad("max_poll", "must not be negative, got %d", c.MaxPoll)
 	case c.Restart < 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,18 +14,35 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
 )
 
-// A frozen member is a zombie: its loop stops after a poll, holding the batch it polled,
+// A frozen member is a zombie: its loop stops after a poll, holding the batch it polled (or
+// inside the transaction that copies it, at a later pause point),
 // and every connection of its client stalls, so that its heartbeats stop as a stopped
 // process's would (a paused loop alone is no zombie: the client heartbeats on its own
 // goroutine, and the group keeps the member). Past its session timeout the group coordinator
 // takes its partitions away and gives them to others; when it resumes it copies the old
 // batch and must be fenced.
 
-// PointAfterPoll is the pause point of a freeze: after a poll that returned records, before
-// the transaction that copies them. It is also the default ("").
-const PointAfterPoll = "after-poll"
+// The pause points of a freeze. PointAfterPoll is the default (""): after a poll that
+// returned records, before the transaction that copies them. The others are inside the
+// transaction (pipeline.Points): a member frozen there is a zombie with a transaction open.
+const (
+	PointAfterPoll    = "after-poll"
+	PointAfterProduce = pipeline.PointAfterProduce
+	PointBeforeCommit = pipeline.PointBeforeCommit
+)
+
+// CheckPoint reports whether a member of kind (Config.Member) reaches pause point ("" is
+// PointAfterPoll); the error names the points it has.
+func CheckPoint(kind, point string) error {
+	points := append([]string{PointAfterPoll}, pipeline.Points(kind)...)
+	if point == "" || slices.Contains(points, point) {
+		return nil
+	}
+	return fmt.Errorf("%w: point=%s: a %s member pauses only at %s", ErrConfig, point, kind, strings.Join(points, ", "))
+}
 
 // PartitionRole names input partition p as the nemesis's roles do ("in0", "in1", ...): a
 // freeze of the holder of in0 stops the member that owns input partition 0.
@@ -81,12 +99,15 @@ func (wl *Workload) Owner(role string) (Owner, bool) {
 // ErrNoMember is Freeze's error for a member the run does not have.
 var ErrNoMember = errors.New("pipeline workload: no such member")
 
-// Freeze arms a freeze of member (by name): at its next poll that returns records it stops
-// before copying them, and its connections stall, until Thaw or until d has passed. It
-// returns at once. point must be PointAfterPoll or "".
+// Freeze arms a freeze of member (by name): when it next reaches point (a poll that returned
+// records, for PointAfterPoll or "") it stops there, and its connections stall, until Thaw or
+// until d has passed. It returns at once. point must be one the member reaches (CheckPoint).
 func (wl *Workload) Freeze(member, point string, d time.Duration) error {
-	if point != "" && point != PointAfterPoll {
-		return fmt.Errorf("%w: point: %q, a pipeline member pauses only %s", ErrConfig, point, PointAfterPoll)
+	if err := CheckPoint(wl.cfg.Member, point); err != nil {
+		return err
+	}
+	if point == "" {
+		point = PointAfterPoll
 	}
 	m := wl.member(member)
 	if m == nil {
@@ -98,7 +119,7 @@ func (wl *Workload) Freeze(member, point string, d time.Duration) error {
 		return fmt.Errorf("%w: %s is frozen already", ErrConfig, member)
 	}
 	m.closeThaw() // an earlier freeze not reached yet: replaced
-	m.armed, m.armFor, m.thaw, m.thawClosed, m.froze, m.resumed = true, d, make(chan struct{}), false, 0, 0
+	m.armed, m.armAt, m.armFor, m.thaw, m.thawClosed, m.froze, m.resumed = true, point, d, make(chan struct{}), false, 0, 0
 	return nil
 }
 
@@ -161,11 +182,11 @@ func (wl *Workload) member(name string) *member {
 	return nil
 }
 
-// pausePoint stops m here when a freeze is armed: its connections stall, and it waits for
-// the thaw or the freeze's bound.
-func (m *member) pausePoint(ctx context.Context) {
+// pausePoint stops m at point when a freeze is armed for it: its connections stall, and it
+// waits for the thaw or the freeze's bound.
+func (m *member) pausePoint(ctx context.Context, point string) {
 	m.mu.Lock()
-	if !m.armed {
+	if !m.armed || m.armAt != point {
 		m.mu.Unlock()
 		return
 	}

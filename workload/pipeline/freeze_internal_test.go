@@ -7,8 +7,11 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencecheck/fencecheck/transport/pipeline"
 )
 
 // TestGateStallsConnections: while the gate is stalled a connection's writes do not reach the
@@ -101,9 +104,14 @@ func TestFreezeArmsAndThaws(t *testing.T) {
 	if err := wl.Freeze("m9", "", time.Second); !errors.Is(err, ErrNoMember) {
 		t.Errorf("freeze of m9: %v", err)
 	}
-	if err := wl.Freeze("m1", "before-commit", time.Second); !errors.Is(err, ErrConfig) {
+	if err := wl.Freeze("m1", "before-lease-commit", time.Second); !errors.Is(err, ErrConfig) {
 		t.Errorf("freeze at an unknown point: %v", err)
 	}
+	wl.cfg.Member = pipeline.KindSession
+	if err := wl.Freeze("m1", PointBeforeCommit, time.Second); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), PointAfterProduce) {
+		t.Errorf("freeze of a session member before its commit: %v, want an error naming the points it has", err)
+	}
+	wl.cfg.Member = pipeline.KindPlain
 	if o, ok := wl.Owner("in0"); !ok || o.Member != "m1" || o.Process != 1 {
 		t.Errorf("owner of in0: %+v %v, want m1 (polled it last)", o, ok)
 	}
@@ -111,7 +119,8 @@ func TestFreezeArmsAndThaws(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { m1.pausePoint(context.Background()); close(done) }()
+	m1.pausePoint(context.Background(), PointAfterProduce) // not the point armed: passes
+	go func() { m1.pausePoint(context.Background(), PointAfterPoll); close(done) }()
 	for !wl.Frozen("m1") {
 		time.Sleep(time.Millisecond)
 	}
@@ -130,7 +139,7 @@ func TestFreezeArmsAndThaws(t *testing.T) {
 	}
 	wl.Thaw("m2")
 	wl.Thaw("m2") // twice is not an error
-	m2.pausePoint(context.Background())
+	m2.pausePoint(context.Background(), PointAfterPoll)
 	if _, _, ok := wl.LastFreeze("m2"); ok {
 		t.Error("a disarmed freeze took hold")
 	}

@@ -38,10 +38,11 @@ const (
 	FinalProcess = "final"
 )
 
-// Stats count what a run did: records sent, transactions by outcome, the input records the
-// committed transactions copied, member restarts.
+// Stats count what a run did: records sent (and written in aborted transactions),
+// transactions by outcome, the input records the committed transactions copied, member
+// restarts.
 type Stats struct {
-	Sent, SendsFailed          int64
+	Sent, SendsFailed, Aborted int64
 	Committed, Failed, Unknown int64
 	Copied                     int64
 	Restarts                   int64
@@ -64,9 +65,14 @@ type Workload struct {
 	seeder  *kgo.Client
 	sendSeq atomic.Int64
 	sends   sync.WaitGroup // sends whose completion is not yet recorded
+	// aborter writes the input records of Config.AbortedInput, one transaction each, which
+	// it aborts; abortMu orders its transactions, abortRng chooses the records.
+	aborter  *kgo.Client
+	abortMu  sync.Mutex
+	abortRng *rand.Rand
 
 	members []*member
-	stats   struct{ sent, sendsFailed, committed, failed, unknown, copied, restarts atomic.Int64 }
+	stats   struct{ sent, sendsFailed, aborted, committed, failed, unknown, copied, restarts atomic.Int64 }
 	ran     atomic.Bool
 }
 
@@ -88,6 +94,7 @@ type member struct {
 	// The freeze (freeze.go): armed until the member reaches its pause point, frozen while it
 	// is stopped there; thaw ends it; froze and resumed are its span since Start.
 	armed, frozen, thawClosed bool
+	armAt                     string // the pause point armed
 	armFor                    time.Duration
 	thaw                      chan struct{}
 	froze, resumed            time.Duration
@@ -144,6 +151,13 @@ func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer,
 		return nil, fmt.Errorf("seeder: %w", err)
 	}
 	wl.seeder = seeder
+	if cfg.AbortedInput > 0 {
+		wl.abortRng = rand.New(rand.NewPCG(seed, 0))
+		if wl.aborter, err = wl.newAborter(); err != nil {
+			seeder.Close()
+			return nil, err
+		}
+	}
 	for i := range cfg.Members {
 		n := i%cfg.Processes + 1
 		dial, err := cl.Links(ctx, n)
@@ -176,7 +190,7 @@ func (wl *Workload) Start() time.Time { return wl.start }
 // Stats returns what the run did so far.
 func (wl *Workload) Stats() Stats {
 	s := &wl.stats
-	return Stats{Sent: s.sent.Load(), SendsFailed: s.sendsFailed.Load(), Committed: s.committed.Load(),
+	return Stats{Sent: s.sent.Load(), SendsFailed: s.sendsFailed.Load(), Aborted: s.aborted.Load(), Committed: s.committed.Load(),
 		Failed: s.failed.Load(), Unknown: s.unknown.Load(), Copied: s.copied.Load(), Restarts: s.restarts.Load()}
 }
 
@@ -223,8 +237,26 @@ func (wl *Workload) failed() error {
 	return nil
 }
 
+// newAborter returns the client of the aborted input: transactional, straight to the
+// cluster as the seeder is.
+func (wl *Workload) newAborter() (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append(cluster.ClientSecurity(wl.cl).KgoOpts(),
+		kgo.SeedBrokers(wl.cl.Bootstrap()...),
+		kgo.ClientID("fencecheck-seeder-aborted"),
+		kgo.TransactionalID(wl.group+".aborted-input"),
+		kgo.DefaultProduceTopic(wl.input),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+		kgo.DisableClientMetrics())...)
+	if err != nil {
+		return nil, fmt.Errorf("seeder of the aborted input: %w", err)
+	}
+	return cl, nil
+}
+
 // send writes the next input record, asynchronously; its completion is recorded when the
-// broker answers. The records go round the partitions in turn.
+// broker answers. The records go round the partitions in turn. With Config.AbortedInput,
+// some are written in a transaction the seeder aborts (sendAborted).
 func (wl *Workload) send(ctx context.Context) {
 	seq := wl.sendSeq.Add(1) - 1
 	id := fmt.Sprintf("i%d", seq)
@@ -233,6 +265,15 @@ func (wl *Workload) send(ctx context.Context) {
 		Args: history.Args{Pipe: &history.PipeArgs{ID: id}}})
 	wl.sends.Add(1)
 	r := &kgo.Record{Partition: int32(seq % int64(wl.cfg.Partitions)), Key: []byte(id), Value: []byte(id)}
+	if wl.aborter != nil {
+		wl.abortMu.Lock()
+		abort := wl.abortRng.Float64() < wl.cfg.AbortedInput
+		wl.abortMu.Unlock()
+		if abort {
+			go wl.sendAborted(ctx, op, r)
+			return
+		}
+	}
 	wl.seeder.Produce(ctx, r, func(r *kgo.Record, err error) {
 		defer wl.sends.Done()
 		if err != nil {
@@ -245,6 +286,35 @@ func (wl *Workload) send(ctx context.Context) {
 		wl.append(history.Event{Type: history.TypeOK, ID: op, Time: wl.now(),
 			Result: history.Result{Pipe: &history.PipeResult{Sent: &history.PipeOffset{Partition: r.Partition, Offset: r.Offset}}}})
 	})
+}
+
+// sendAborted writes r in a transaction of its own and aborts it, and records the send as
+// failed: a transaction that was never asked to commit never commits, whatever its abort
+// did. An aborter that failed is replaced for the next record.
+func (wl *Workload) sendAborted(ctx context.Context, op int64, r *kgo.Record) {
+	defer wl.sends.Done()
+	wl.abortMu.Lock()
+	defer wl.abortMu.Unlock()
+	at := "nowhere"
+	err := wl.aborter.BeginTransaction()
+	if err == nil {
+		if err = wl.aborter.ProduceSync(ctx, r).FirstErr(); err == nil {
+			at = history.PipeOffset{Partition: r.Partition, Offset: r.Offset}.String()
+		}
+		if aerr := wl.aborter.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+	}
+	if err != nil {
+		wl.log.Warn("aborted input", "err", err)
+		wl.aborter.Close()
+		if wl.aborter, err = wl.newAborter(); err != nil {
+			wl.fail(err)
+		}
+	}
+	wl.stats.aborted.Add(1)
+	wl.append(history.Event{Type: history.TypeFail, ID: op, Time: wl.now(), Error: history.ErrorAborted,
+		Message: "written at " + at + " in a transaction the seeder aborted"})
 }
 
 // Run runs the members and the seeder for d (or until ctx ends), then stops them: members
@@ -304,6 +374,7 @@ func (wl *Workload) memberConfig(m *member) pipeline.Config {
 	return pipeline.Config{
 		Conn: conn, Group: wl.group, Input: wl.input, Output: wl.output, TransactionalID: m.txnID,
 		SessionTimeout: wl.cfg.SessionTimeout.D(), MaxPoll: wl.cfg.MaxPoll, Protocol: wl.cfg.Protocol,
+		Pause: m.pausePoint,
 	}
 }
 
@@ -353,7 +424,7 @@ func (m *member) run(ctx context.Context) {
 			m.polled[r.Partition] = wl.now()
 		}
 		m.mu.Unlock()
-		m.pausePoint(ctx)
+		m.pausePoint(ctx, PointAfterPoll)
 		if res := m.transact(ctx, mb, b); res.Restart {
 			mb.Close()
 			mb = nil
@@ -464,5 +535,8 @@ func sleep(ctx context.Context, d time.Duration) {
 func (wl *Workload) Close() {
 	if wl.seeder != nil {
 		wl.seeder.Close()
+	}
+	if wl.aborter != nil {
+		wl.aborter.Close()
 	}
 }
