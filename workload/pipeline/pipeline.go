@@ -140,13 +140,7 @@ func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer,
 	if err := wl.createTopics(ctx); err != nil {
 		return nil, err
 	}
-	seeder, err := kgo.NewClient(append(cluster.ClientSecurity(cl).KgoOpts(),
-		kgo.SeedBrokers(cl.Bootstrap()...),
-		kgo.ClientID("fencecheck-seeder"),
-		kgo.DefaultProduceTopic(wl.input),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0),
-		kgo.DisableClientMetrics())...)
+	seeder, err := wl.seederClient(kgo.ClientID("fencecheck-seeder"))
 	if err != nil {
 		return nil, fmt.Errorf("seeder: %w", err)
 	}
@@ -237,17 +231,20 @@ func (wl *Workload) failed() error {
 	return nil
 }
 
-// newAborter returns the client of the aborted input: transactional, straight to the
-// cluster as the seeder is.
-func (wl *Workload) newAborter() (*kgo.Client, error) {
-	cl, err := kgo.NewClient(append(cluster.ClientSecurity(wl.cl).KgoOpts(),
+// seederClient returns a client that writes input records straight to the cluster, outside
+// the faults, each to the partition it names, with opts added.
+func (wl *Workload) seederClient(opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(cluster.ClientSecurity(wl.cl).KgoOpts(), append([]kgo.Opt{
 		kgo.SeedBrokers(wl.cl.Bootstrap()...),
-		kgo.ClientID("fencecheck-seeder-aborted"),
-		kgo.TransactionalID(wl.group+".aborted-input"),
 		kgo.DefaultProduceTopic(wl.input),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
-		kgo.DisableClientMetrics())...)
+		kgo.DisableClientMetrics()}, opts...)...)...)
+}
+
+// newAborter returns the client of the aborted input: a transactional seeder.
+func (wl *Workload) newAborter() (*kgo.Client, error) {
+	cl, err := wl.seederClient(kgo.ClientID("fencecheck-seeder-aborted"), kgo.TransactionalID(wl.group+".aborted-input"))
 	if err != nil {
 		return nil, fmt.Errorf("seeder of the aborted input: %w", err)
 	}

@@ -488,13 +488,7 @@ func (s *suite) testZombie(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	var batch pipeline.Batch
-	await(t, "member a polled a batch", func() bool {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		defer pcancel()
-		batch, _ = a.Poll(pctx)
-		return len(batch.Records) > 0
-	})
+	batch := pollSome(t, ctx, a)
 	links.cut()
 	b := s.start(t, p, "b")
 	await(t, "member b committed every input record", func() bool { return p.committedAll() })
