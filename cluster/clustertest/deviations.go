@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,6 +30,7 @@ var Deviations = []Deviation{
 	{Name: "stale-epoch-init", Probe: staleEpochInit},
 	{Name: "tv2-phantom-transaction", Probe: phantomTransaction},
 	{Name: "read-committed-aborted-at-fetch-limit", Probe: abortedAtFetchLimit},
+	{Name: "epoch-end-undefined-after-leader-change", Probe: epochEndAfterLeaderChange},
 	// Last: it leaves kfake's controller unable to create topics.
 	{Name: "create-topics-not-controller-after-restart", Probe: createAfterRestart},
 }
@@ -187,6 +189,75 @@ func describeTxn(ctx context.Context, cl *kgo.Client, txnID string) (kmsg.Descri
 		return s, err
 	}
 	return s, nil
+}
+
+// epochEndAfterLeaderChange: a partition's records are written under leader epoch 0; its
+// leader is killed and started again, so the leader epoch moves on, and nothing more is
+// written. Asked where epoch 0 ends (OffsetForLeaderEpoch, KIP-320), Kafka answers the log end
+// offset, where the next epoch started; kfake answers UNDEFINED (-1) until a batch of a later
+// epoch is written. A consumer that validates its position after the leader change (franz-go
+// does) then takes the log for truncated and resets to its reset offset: an exactly-once
+// pipeline copies the partition again from the start.
+func epochEndAfterLeaderChange(t *testing.T, c cluster.Cluster) (bool, string) {
+	ctx := probeCtx(t)
+	ctx, cancel := context.WithTimeout(ctx, 2*RecoverTimeout)
+	defer cancel()
+	topic := fmt.Sprintf("fc-dev-epoch-%d", time.Now().UnixNano())
+	CreateTopic(t, c, topic)
+	cl := Client(t, c, 1, kgo.DefaultProduceTopic(topic))
+	const written = 10
+	for range written {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatalf("produce to %s: %v", topic, err)
+		}
+	}
+	bs, err := c.Brokers(ctx, cluster.RoleQuery{Partitions: []cluster.TopicPartition{{Topic: topic, Partition: 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := int32(-1)
+	for _, b := range bs {
+		if b.Has(cluster.BrokerRole{Kind: cluster.RoleLeader, Topic: topic, Partition: 0}) {
+			leader = b.ID
+		}
+	}
+	if leader < 0 {
+		t.Fatalf("no leader of %s/0 among %v", topic, bs)
+	}
+	if err := c.Kill(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.WaitHealthy(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	adm := Admin(t, c)
+	var o kadm.OffsetForLeaderEpoch
+	for {
+		var r kadm.OffsetForLeaderEpochRequest
+		r.Add(topic, 0, 0)
+		res, err := adm.OffsetForLeaderEpoch(ctx, r)
+		if err == nil {
+			o = res[topic][0]
+			err = o.Err
+		}
+		if err == nil || !kerr.IsRetriable(err) {
+			if err != nil {
+				t.Fatalf("OffsetForLeaderEpoch: %v", err)
+			}
+			break
+		}
+		select { // a new leader not known everywhere yet
+		case <-ctx.Done():
+			t.Fatalf("OffsetForLeaderEpoch: %v (%v)", err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	answer := fmt.Sprintf("after %s (the leader) restarted, OffsetForLeaderEpoch said epoch 0 of %s/0 (%d records) ends at %d (leader epoch %d)",
+		links.BrokerName(leader), topic, written, o.EndOffset, o.LeaderEpoch)
+	return o.EndOffset < 0, answer
 }
 
 // createAfterRestart: after the broker with the highest id (kfake's controller) is killed and started again, CreateTopics on the
