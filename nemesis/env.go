@@ -71,6 +71,9 @@ type RoleKeys struct {
 	TransactionalID string // transport.TransactionalID(topic, role)
 	Topic           string // the coordination topic
 	Partition       int32  // transport.PartitionFor(role, partitions)
+	// Group is the consumer group of a pipeline run's role ("" in a lease run): the
+	// group-coordinator selector picks its coordinator.
+	Group string
 }
 
 // Member is one member: a candidate identity of a process for a role.

@@ -683,3 +683,45 @@ func TestRecordedSpecReplaysTheFault(t *testing.T) {
 		})
 	}
 }
+
+// TestKillGroupCoordinator: "group-coordinator of ROLE" kills the broker the cluster names as
+// the coordinator of the role's consumer group (a pipeline run's roles have one); a role
+// without a group is refused as no target.
+func TestKillGroupCoordinator(t *testing.T) {
+	const group = "fencecheck-test-group"
+	f := newFixture(t, 1, func(e *nemesis.Env) {
+		resolve := e.Resolve
+		e.Resolve = func(role string) (nemesis.RoleKeys, error) {
+			k, err := resolve(role)
+			if role == "role-1" {
+				k.Group = group
+			}
+			return k, err
+		}
+	})
+	bs, err := f.c.Brokers(context.Background(), cluster.RoleQuery{Groups: []string{group}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var coord cluster.Broker
+	for _, b := range bs {
+		if b.Has(cluster.BrokerRole{Kind: cluster.RoleGroupCoordinator, Key: group}) {
+			coord = b
+		}
+	}
+	if coord.Addr == "" {
+		t.Fatalf("no coordinator of group %s among %v", group, bs)
+	}
+	inj := f.inject(nemesis.Spec{Fault: "kill", Target: nemesis.Target{Brokers: nemesis.GroupCoordinatorOf("role-1")}})
+	if got := inj.Window().Targets; !slices.Equal(got, []string{coord.Name()}) {
+		t.Fatalf("targets %v, want %s (the coordinator of group %s)", got, coord.Name(), group)
+	}
+	f.failsFast(t, "metadata from "+coord.Name()+" alone", f.listBrokers(coord.Addr))
+	f.heal(inj)
+	f.recovers(t, "metadata from "+coord.Name()+" alone", f.listBrokers(coord.Addr))
+
+	_, err = f.n.Inject(context.Background(), nemesis.Spec{Fault: "kill", Target: nemesis.Target{Brokers: nemesis.GroupCoordinatorOf("role-2")}})
+	if !errors.Is(err, nemesis.ErrNoTarget) || !strings.Contains(err.Error(), "no consumer group") {
+		t.Errorf("kill group-coordinator of a role without a group: %v, want ErrNoTarget saying it has no consumer group", err)
+	}
+}

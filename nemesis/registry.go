@@ -272,8 +272,8 @@ func (d *definition) checkTarget(t Target) error {
 	if err := checkSelector("processes", t.Processes, 1); err != nil {
 		return err
 	}
-	if k := t.Processes.Kind; k == SelectCoordinator || k == SelectLeader {
-		return &SpecError{Field: "processes", Value: t.Processes, Reason: "coordinator and leader pick brokers, not processes"}
+	if t.Processes.Kind.byRole() {
+		return &SpecError{Field: "processes", Value: t.Processes, Reason: "coordinator, leader and group-coordinator pick brokers, not processes"}
 	}
 	if t.Brokers.Kind == SelectHolder {
 		return &SpecError{Field: "brokers", Value: t.Brokers, Reason: "holder picks a process, not brokers"}
@@ -283,7 +283,7 @@ func (d *definition) checkTarget(t Target) error {
 
 func checkSelector(field string, s Selector, minID int) error {
 	switch s.Kind {
-	case SelectDefault, SelectAll, SelectSubset, SelectCoordinator, SelectLeader, SelectHolder:
+	case SelectDefault, SelectAll, SelectSubset, SelectCoordinator, SelectLeader, SelectGroupCoordinator, SelectHolder:
 	case SelectRandom:
 		if s.N < 0 {
 			return &SpecError{Field: field, Value: s, Reason: "random N needs N ≥ 1"}

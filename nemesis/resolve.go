@@ -109,7 +109,7 @@ func (n *Nemesis) pickProcesses(sel Selector, free func(p int) bool) ([]int, err
 // Random picks consider only running brokers that free accepts.
 func (n *Nemesis) pickBrokers(ctx context.Context, sel Selector, free func(cluster.Broker) bool) ([]cluster.Broker, string, error) {
 	switch sel.Kind {
-	case SelectCoordinator, SelectLeader:
+	case SelectCoordinator, SelectLeader, SelectGroupCoordinator:
 		b, how, err := n.brokerByRole(ctx, sel)
 		if err != nil {
 			return nil, "", err
@@ -160,10 +160,20 @@ func (n *Nemesis) brokerByRole(ctx context.Context, sel Selector) (cluster.Broke
 	}
 	var q cluster.RoleQuery
 	var want cluster.BrokerRole
-	if sel.Kind == SelectCoordinator {
+	switch sel.Kind {
+	case SelectCoordinator:
+		if keys.TransactionalID == "" {
+			return cluster.Broker{}, "", fmt.Errorf("coordinator of %s: the role has no transactional id now (no member owns it yet): %w", role, ErrNoTarget)
+		}
 		q.TransactionalIDs = []string{keys.TransactionalID}
 		want = cluster.BrokerRole{Kind: cluster.RoleTxnCoordinator, Key: keys.TransactionalID}
-	} else {
+	case SelectGroupCoordinator:
+		if keys.Group == "" {
+			return cluster.Broker{}, "", fmt.Errorf("group-coordinator of %s: the role has no consumer group (a pipeline run's roles have one): %w", role, ErrNoTarget)
+		}
+		q.Groups = []string{keys.Group}
+		want = cluster.BrokerRole{Kind: cluster.RoleGroupCoordinator, Key: keys.Group}
+	default:
 		q.Partitions = []cluster.TopicPartition{{Topic: keys.Topic, Partition: keys.Partition}}
 		want = cluster.BrokerRole{Kind: cluster.RoleLeader, Topic: keys.Topic, Partition: keys.Partition}
 	}

@@ -178,7 +178,7 @@ func (p *specParser) unexpected(what string) error {
 // The selectors a position takes, as an error offers them.
 var (
 	processSelectors = "all, random [N], subset, holder of ROLE or a list like p1,p2"
-	brokerSelectors  = "all, random [N], subset, coordinator of ROLE, leader of ROLE or a list like b0,b1"
+	brokerSelectors  = "all, random [N], subset, coordinator of ROLE, leader of ROLE, group-coordinator of ROLE or a list like b0,b1"
 )
 
 // selectorWords are the keywords a selector of processes (letter p) or brokers (b) starts with.
@@ -186,7 +186,7 @@ func selectorWords(letter byte) []string {
 	if letter == 'p' {
 		return []string{string(SelectAll), string(SelectRandom), string(SelectSubset), string(SelectHolder)}
 	}
-	return []string{string(SelectAll), string(SelectRandom), string(SelectSubset), string(SelectCoordinator), string(SelectLeader)}
+	return []string{string(SelectAll), string(SelectRandom), string(SelectSubset), string(SelectCoordinator), string(SelectLeader), string(SelectGroupCoordinator)}
 }
 
 func (p *specParser) parse() (Spec, error) {
@@ -263,7 +263,7 @@ func (p *specParser) selector(letter byte) (Selector, error) {
 			n, _ := p.next()
 			text += " " + n
 		}
-	case string(SelectCoordinator), string(SelectLeader), string(SelectHolder):
+	case string(SelectCoordinator), string(SelectLeader), string(SelectGroupCoordinator), string(SelectHolder):
 		if p.peek() == "of" {
 			p.i++
 			role, ok := p.next()
@@ -288,7 +288,7 @@ func (p *specParser) selector(letter byte) (Selector, error) {
 	switch {
 	case letter == 'b' && s.Kind == SelectHolder:
 		return s, p.unexpected(fmt.Sprintf("selector %q picks a process, not brokers; brokers are %s", text, what))
-	case letter == 'p' && (s.Kind == SelectCoordinator || s.Kind == SelectLeader):
+	case letter == 'p' && s.Kind.byRole():
 		return s, p.unexpected(fmt.Sprintf("selector %q picks a broker, not processes; processes are %s", text, what))
 	}
 	return s, nil

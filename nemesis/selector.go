@@ -26,6 +26,9 @@ const (
 	SelectCoordinator SelectKind = "coordinator"
 	// SelectLeader picks the leader of Role's coordination partition (brokers only).
 	SelectLeader SelectKind = "leader"
+	// SelectGroupCoordinator picks the group coordinator of Role's consumer group (brokers
+	// only; a pipeline run's roles have one).
+	SelectGroupCoordinator SelectKind = "group-coordinator"
 	// SelectHolder picks the process of the member that holds Role now, by the workload's
 	// view (processes only; needs Env.Freezer).
 	SelectHolder SelectKind = "holder"
@@ -35,15 +38,21 @@ const (
 //
 //	all | random | random 2 | subset | p1,p3 (or 1,3) | b0 (or 0)
 //	coordinator of role-3 | leader of role-3 | coordinator | leader   (brokers only)
+//	group-coordinator of in0 | group-coordinator                     (brokers only)
 //	holder of role-3 | holder                                        (processes only)
 //
-// A coordinator, leader or holder selector without a role picks one of the run's roles at
-// random.
+// A coordinator, leader, group-coordinator or holder selector without a role picks one of
+// the run's roles at random.
 type Selector struct {
 	Kind SelectKind
 	N    int    // SelectRandom: how many; 0 means 1
 	IDs  []int  // SelectIDs
-	Role string // SelectCoordinator, SelectLeader, SelectHolder
+	Role string // SelectCoordinator, SelectLeader, SelectGroupCoordinator, SelectHolder
+}
+
+// byRole reports whether k picks a broker by a role (a coordinator or a leader).
+func (k SelectKind) byRole() bool {
+	return k == SelectCoordinator || k == SelectLeader || k == SelectGroupCoordinator
 }
 
 // All selects every process or broker.
@@ -63,6 +72,12 @@ func CoordinatorOf(role string) Selector { return Selector{Kind: SelectCoordinat
 
 // LeaderOf selects the leader of role's coordination partition ("" = a random role).
 func LeaderOf(role string) Selector { return Selector{Kind: SelectLeader, Role: role} }
+
+// GroupCoordinatorOf selects the group coordinator of role's consumer group ("" = a random
+// role).
+func GroupCoordinatorOf(role string) Selector {
+	return Selector{Kind: SelectGroupCoordinator, Role: role}
+}
 
 // HolderOf selects the process of role's holder ("" = a random role).
 func HolderOf(role string) Selector { return Selector{Kind: SelectHolder, Role: role} }
@@ -90,7 +105,7 @@ func (s Selector) format(letter string) string {
 			parts[i] = letter + strconv.Itoa(id)
 		}
 		return strings.Join(parts, ",")
-	case SelectCoordinator, SelectLeader, SelectHolder:
+	case SelectCoordinator, SelectLeader, SelectGroupCoordinator, SelectHolder:
 		if s.Role != "" {
 			return string(s.Kind) + " of " + s.Role
 		}
@@ -138,7 +153,7 @@ func ParseSelector(text string) (Selector, error) {
 			return Random(n), nil
 		}
 		return bad("want random or random N")
-	case SelectCoordinator, SelectLeader, SelectHolder:
+	case SelectCoordinator, SelectLeader, SelectGroupCoordinator, SelectHolder:
 		switch {
 		case len(f) == 1:
 			return Selector{Kind: SelectKind(f[0])}, nil
@@ -148,7 +163,7 @@ func ParseSelector(text string) (Selector, error) {
 		return bad("want " + f[0] + " of ROLE")
 	}
 	if len(f) > 1 {
-		return bad("want all, random [N], subset, coordinator of ROLE, leader of ROLE or a list like p1,p2")
+		return bad("want all, random [N], subset, coordinator of ROLE, leader of ROLE, group-coordinator of ROLE or a list like p1,p2")
 	}
 	var ids []int
 	for _, item := range strings.Split(f[0], ",") {

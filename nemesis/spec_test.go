@@ -98,6 +98,8 @@ func TestParseStep(t *testing.T) {
 			Params: nemesis.Params{Latency: units.Duration(200 * time.Millisecond), Jitter: units.Duration(50 * time.Millisecond)}, For: sec(10)}}},
 		{"at 40s kill leader of role-1 for 15s", nemesis.Step{At: sec(40), Spec: nemesis.Spec{Fault: "kill",
 			Target: nemesis.Target{Brokers: nemesis.LeaderOf("role-1")}, For: sec(15)}}},
+		{"at 50s kill group-coordinator of in0 for 5s", nemesis.Step{At: sec(50), Spec: nemesis.Spec{Fault: "kill",
+			Target: nemesis.Target{Brokers: nemesis.GroupCoordinatorOf("in0")}, For: sec(5)}}},
 		{"at 60s restart all with interval=5s", nemesis.Step{At: sec(60), Spec: nemesis.Spec{Fault: "restart",
 			Target: nemesis.Target{Brokers: nemesis.All()}, Params: nemesis.Params{Interval: sec(5)}}}},
 		{"at 70s freeze holder of role-2 with point=before-write for 8s", nemesis.Step{At: sec(70), Spec: nemesis.Spec{Fault: "freeze",
@@ -224,7 +226,9 @@ func TestSpecJSON(t *testing.T) {
 func TestParseStepSelectorErrors(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
 		{"at 1s partition holdr of r1 for 2s", `selector "holdr": did you mean holder? processes here are all, random [N], subset, holder of ROLE or a list like p1,p2`},
-		{"at 1s partition p1 from holder of r1 for 2s", `selector "holder of r1" picks a process, not brokers; brokers are all, random [N], subset, coordinator of ROLE, leader of ROLE or a list like b0,b1`},
+		{"at 1s partition p1 from holder of r1 for 2s", `selector "holder of r1" picks a process, not brokers; brokers are all, random [N], subset, coordinator of ROLE, leader of ROLE, group-coordinator of ROLE or a list like b0,b1`},
+		{"at 1s partition group-coordinator of in0 for 2s", `selector "group-coordinator of in0" picks a broker, not processes`},
+		{"at 1s kill group-cordinator of in0 for 2s", `did you mean group-coordinator?`},
 		{"at 1s partition coordinator of r1 for 2s", `selector "coordinator of r1" picks a broker, not processes`},
 		{"at 1s kill cordinator of r1 for 2s", `did you mean coordinator? brokers here are all, random [N], subset, coordinator of ROLE, leader of ROLE`},
 		{"at 1s pause al for 2s", `did you mean all?`},

@@ -307,7 +307,7 @@ func (s *Scenario) Validate() error {
 }
 
 // requirements a scenario may name, and the cluster kinds that meet them.
-var requirements = []string{"peer-links", "broker-faults"}
+var requirements = []string{"peer-links", "broker-faults", "leader-epochs"}
 
 // Supports reports why a cluster kind cannot run s, or nil.
 func (s *Scenario) Supports(kind string) error {
@@ -318,6 +318,8 @@ func (s *Scenario) Supports(kind string) error {
 			return fmt.Errorf("scenario %s isolates brokers from their peers, which an external cluster does only with the isolate and unisolate commands of --broker-commands (cluster.broker_commands)", s.Name)
 		case r == "peer-links" && kind != KindLocal && kind != KindContainers && kind != KindExternal:
 			return fmt.Errorf("scenario %s needs inter-broker links behind proxies, which only the local and containers clusters have, or an external cluster's isolate command (not %s)", s.Name, kind)
+		case r == "leader-epochs" && kind == KindEmbedded:
+			return fmt.Errorf("scenario %s changes partition leaders while group members consume, and kfake forgets where a leader epoch ended until the next one is written: franz-go's consumer then takes the log for truncated and starts the partition over (docs/findings.md); run it on a Kafka cluster (--cluster local)", s.Name)
 		case r == "broker-faults" && kind == KindExternal && s.Cluster.BrokerCommands == "":
 			return fmt.Errorf("scenario %s kills or pauses brokers, which an external cluster does only with --broker-commands (cluster.broker_commands)", s.Name)
 		}

@@ -26,6 +26,7 @@ func TestSharesCluster(t *testing.T) {
 		"kill-coordinator": false, "kill-leader": false, "pause-broker": false, "isolate-broker": false,
 		"rolling-restart": false, "chaos": false, "pipeline-steady": true, "pipeline-zombie": true,
 		"pipeline-rebalance-storm": true, "pipeline-txn-faults": true, "pipeline-zombie-commit": true,
+		"pipeline-kill-group-coordinator": false, "pipeline-kill-txn-coordinator": false,
 	}
 	for _, name := range scenarios.Names() {
 		s, _, err := scenarios.Builtin(name)

@@ -63,7 +63,8 @@ func (r *runner) openPipeline(ctx context.Context, meta history.Meta) error {
 		// the member that owns input partition 0, and a freeze makes it a zombie.
 		return nemesis.Env{
 			Cluster: r.cl, Processes: cfg.Processes, Roles: r.pipe.Roles(), Freezer: pipelineFreezer{r.pipe},
-			Lease: cfg.SessionTimeout.D(), Start: r.pipe.Start(),
+			Resolve: r.pipelineKeys,
+			Lease:   cfg.SessionTimeout.D(), Start: r.pipe.Start(),
 			NextFaultID: func() int64 { return faultIDs.Add(1) },
 		}
 	})
@@ -75,6 +76,17 @@ func (r *runner) openPipeline(ctx context.Context, meta history.Meta) error {
 	r.say("pipeline     %d members (%s, %s protocol) on %d processes, %d input partitions",
 		cfg.Members, cfg.Member, cfg.Protocol, cfg.Processes, cfg.Partitions)
 	return nil
+}
+
+// pipelineKeys resolves a pipeline role (an input partition) for the nemesis: its
+// group-coordinator is the group's, its leader the input partition's, its coordinator the
+// transaction coordinator of the member that owns the partition now.
+func (r *runner) pipelineKeys(role string) (nemesis.RoleKeys, error) {
+	k, ok := r.pipe.Keys(role)
+	if !ok {
+		return nemesis.RoleKeys{}, fmt.Errorf("%w: %q is not an input partition of the run (in0..in%d)", nemesis.ErrNoTarget, role, len(r.pipe.Roles())-1)
+	}
+	return nemesis.RoleKeys{TransactionalID: k.TransactionalID, Topic: k.Input, Partition: k.Partition, Group: k.Group}, nil
 }
 
 // pipelineFreezer lets the nemesis freeze a pipeline's members (nemesis.MemberFreezer and

@@ -66,6 +66,28 @@ func (wl *Workload) Roles() []string {
 	return out
 }
 
+// Keys are what names an input partition's brokers: the group (its coordinator), the input
+// partition (its leader), and the transactional id of the member that owns it now (its
+// transaction coordinator; "" while no member owns it).
+type Keys struct {
+	Group, Input    string
+	Partition       int32
+	TransactionalID string
+}
+
+// Keys returns the keys of the input partition role names (PartitionRole).
+func (wl *Workload) Keys(role string) (Keys, bool) {
+	p, ok := partitionOfRole(role)
+	if !ok || p >= wl.cfg.Partitions {
+		return Keys{}, false
+	}
+	k := Keys{Group: wl.group, Input: wl.input, Partition: p}
+	if o, ok := wl.Owner(role); ok {
+		k.TransactionalID = wl.member(o.Member).txnID
+	}
+	return k, true
+}
+
 // Owner is the member that owns an input partition, as far as the workload knows: the last
 // member whose poll returned records of it.
 type Owner struct {
