@@ -224,15 +224,7 @@ func epochEndAfterLeaderChange(t *testing.T, c cluster.Cluster) (bool, string) {
 	if leader < 0 {
 		t.Fatalf("no leader of %s/0 among %v", topic, bs)
 	}
-	if err := c.Kill(ctx, leader); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Restart(ctx, leader); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.WaitHealthy(ctx, c, nil); err != nil {
-		t.Fatal(err)
-	}
+	restartBroker(t, ctx, c, leader)
 	adm := Admin(t, c)
 	var o kadm.OffsetForLeaderEpoch
 	for {
@@ -268,15 +260,7 @@ func createAfterRestart(t *testing.T, c cluster.Cluster) (bool, string) {
 	defer cancel()
 	// kfake's controller is its highest node id; restart that one.
 	broker := int32(c.Info().Brokers - 1)
-	if err := c.Kill(ctx, broker); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Restart(ctx, broker); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.WaitHealthy(ctx, c, nil); err != nil {
-		t.Fatal(err)
-	}
+	restartBroker(t, ctx, c, broker)
 	topic := fmt.Sprintf("fc-dev-create-%d", time.Now().UnixNano())
 	// A fresh client, as a process that starts after the restart and creates its topic.
 	adm := Admin(t, c)
@@ -293,6 +277,20 @@ func createAfterRestart(t *testing.T, c cluster.Cluster) (bool, string) {
 	}
 	answer := fmt.Sprintf("CreateTopics after restarting %s answered %v", links.BrokerName(broker), errOrOK(last))
 	return errors.Is(last, kerr.NotController), answer
+}
+
+// restartBroker kills broker id, starts it again and waits until the cluster is healthy.
+func restartBroker(t *testing.T, ctx context.Context, c cluster.Cluster, id int32) {
+	t.Helper()
+	if err := c.Kill(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.WaitHealthy(ctx, c, nil); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func errName(code int16) string {
