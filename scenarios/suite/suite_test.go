@@ -44,8 +44,8 @@ func TestBadSuiteFiles(t *testing.T) {
 }
 
 // TestNightlyPlan: the built-in nightly loads; its plan shares a cluster per system for the
-// link scenarios only, gives the broker scenarios their own, and skips isolate-broker on kfake
-// with the reason.
+// link scenarios and the pipelines that fault no broker, gives the others their own, and
+// skips isolate-broker and the pipeline's broker kills on kfake with the reason.
 func TestNightlyPlan(t *testing.T) {
 	f, err := Find("nightly")
 	if err != nil {
@@ -55,20 +55,21 @@ func TestNightlyPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cells) != 13*4 {
-		t.Fatalf("%d cells, want 52", len(cells))
+	if len(cells) != 20*4 {
+		t.Fatalf("%d cells, want 80", len(cells))
 	}
 	for _, c := range cells {
-		wantShared := c.Group == "links"
+		kills := strings.HasPrefix(c.Scenario, "pipeline-kill-")
+		wantShared := c.Group == "links" || c.Group == "pipelines" && !kills
 		if c.shared != wantShared {
 			t.Errorf("%s on %s: shared %v, want %v", c.Scenario, c.System, c.shared, wantShared)
 		}
 		onKfake := strings.HasPrefix(c.System, "kfake")
-		if skipped := c.Status == StatusSkipped; skipped != (c.Scenario == "isolate-broker" && onKfake) {
+		if skipped := c.Status == StatusSkipped; skipped != ((c.Scenario == "isolate-broker" || kills) && onKfake) {
 			t.Errorf("%s on %s: status %s (%s)", c.Scenario, c.System, c.Status, c.Note)
 		}
-		if c.Status == StatusSkipped && !strings.Contains(c.Note, "links") {
-			t.Errorf("%s on %s skipped without the reason: %q", c.Scenario, c.System, c.Note)
+		if why := map[bool]string{false: "links", true: "leader epoch"}[kills]; c.Status == StatusSkipped && !strings.Contains(c.Note, why) {
+			t.Errorf("%s on %s skipped without the reason (%s): %q", c.Scenario, c.System, why, c.Note)
 		}
 	}
 	if err := f.Select([]string{"links"}, []string{"kfake-tv1", "kafka-4.1.2"}); err != nil {
