@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
@@ -171,6 +173,52 @@ func TestFleetFilesLoad(t *testing.T) {
 		}
 		if s.Workload.Processes < 500 {
 			t.Errorf("%s: %d processes; a fleet has at least 500", file, s.Workload.Processes)
+		}
+	}
+}
+
+// TestPipelineRolesNameBrokers: in a pipeline run the nemesis's broker selectors resolve the
+// roles (input partitions): group-coordinator of in0 is the group's coordinator, leader of in1
+// the input partition's leader, coordinator of in2 the transaction coordinator of its owner.
+// Pauses (kfake stalls the broker's connections; no leader epoch moves) keep the run valid.
+func TestPipelineRolesNameBrokers(t *testing.T) {
+	s, err := scenarios.Parse("roles.yaml", []byte(`name: pipeline-roles
+description: pauses aimed by a pipeline's roles
+cluster:
+  kind: embedded
+workload:
+  kind: pipeline
+  pipeline:
+    processes: 2
+    members: 3
+    partitions: 3
+nemesis:
+  script:
+    - at 2s pause group-coordinator of in0 for 2s
+    - at 5s pause leader of in1 for 2s
+    - at 8s pause coordinator of in2 for 2s
+duration: 12s
+promises: [fault-took-hold]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() (*harness.Outcome, error) {
+		return harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 1})
+	}
+	out, err := run()
+	out = mustBeValid(t, s.Name, scenarios.KindEmbedded, 1, out, err, run)
+	h, err := history.ReadFile(out.Dir.History())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var descs []string
+	for _, f := range h.Faults {
+		descs = append(descs, f.Desc)
+	}
+	for _, want := range []string{"group-coordinator of in0 (b", "leader of in1 (b", "coordinator of in2 (b"} {
+		if !slices.ContainsFunc(descs, func(d string) bool { return strings.Contains(d, want) }) {
+			t.Errorf("no fault window says %q: %q", want, descs)
 		}
 	}
 }
