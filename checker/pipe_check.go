@@ -80,8 +80,11 @@ type pipeRun struct {
 	txns map[int64]*history.Op
 	// outputs are the committed outputs (the final output read); committed the group's final
 	// committed offsets. haveOutput/haveOffsets say whether those final reads succeeded.
-	outputs     []history.PipeOutput
-	committed   map[int32]int64
+	outputs   []history.PipeOutput
+	committed map[int32]int64
+	// inputEnds are the input partitions' end offsets read after the run (nil in histories
+	// without them).
+	inputEnds   map[int32]int64
 	haveOutput  bool
 	haveOffsets bool
 	// byInput are the committed outputs of each input record.
@@ -181,6 +184,13 @@ func (c *pipeRun) index() {
 				for _, o := range op.Result.Pipe.Offsets {
 					c.committed[o.Partition] = o.Offset
 				}
+				c.inputEnds = nil
+				if ends := op.Result.Pipe.InputEnds; len(ends) > 0 {
+					c.inputEnds = map[int32]int64{}
+					for _, o := range ends {
+						c.inputEnds[o.Partition] = o.Offset
+					}
+				}
 			}
 		default:
 			bad(&op, "%s op %d in a pipeline history", op.Kind, op.ID)
@@ -279,8 +289,20 @@ func (c *pipeRun) checkNoDuplicate(r *Result) {
 // past the input's end; each committed transaction's offsets end where its outputs end.
 func (c *pipeRun) checkOffsetsMatchOutput(r *Result) {
 	for _, p := range c.partitions() {
-		// Only when every send's fate is known: a record that may have landed may be the end.
-		if end, committed := c.ends[p], c.committed[p]; committed > end && len(c.sentIDs) == len(c.sent)+len(c.aborted) {
+		committed := c.committed[p]
+		if end, read := c.inputEnds[p]; read {
+			// The partition's end as the broker had it after the run: aborted records and
+			// transaction markers included, so a member that commits its position past them
+			// is not flagged.
+			if committed > end {
+				r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("input:%d", p),
+					Explanation: fmt.Sprintf("partition %d's committed offset %d is past the input's end offset %d", p, committed, end)})
+			}
+			continue
+		}
+		// Without the end offsets (an older history), the end of what the harness wrote, and
+		// only when every send's fate is known: a record that may have landed may be the end.
+		if end := c.ends[p]; committed > end && len(c.sentIDs) == len(c.sent)+len(c.aborted) {
 			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("input:%d", p),
 				Explanation: fmt.Sprintf("partition %d's committed offset %d is past its input's end %d", p, committed, end)})
 		}

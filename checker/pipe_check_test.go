@@ -291,3 +291,33 @@ func TestPipelineLossNamesTheSkip(t *testing.T) {
 		t.Errorf("eos-no-loss FirstAt %d, want the skipping transaction's completion", r.FirstAt)
 	}
 }
+
+// TestPipelineInputEnds: with the input's end offsets in the final reads, a committed offset
+// past the last record the harness wrote (a position past an aborted record and its marker)
+// is not flagged, and one past the end is.
+func TestPipelineInputEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		committed int64
+		invalid   bool
+	}{
+		{"committed past the last record, at the end", 4, false},
+		{"committed past the end", 5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newPipeHistory()
+			b.send(0, 2) // 0/0, 0/1; an aborted record at 0/2 and its marker at 0/3
+			b.op(history.KindSend, "", &history.PipeArgs{ID: "i0-2"}, history.TypeFail, nil, history.ErrorAborted)
+			var next int64
+			t1 := b.txn("m1", 0, 0, 2, 2, history.TypeOK, "")
+			outs := outputs(t1, 0, 0, 2, &next)
+			b.op(history.KindFinalOutput, "", nil, history.TypeOK, &history.PipeResult{Outputs: outs}, "")
+			b.op(history.KindFinalOffsets, "", nil, history.TypeOK, &history.PipeResult{
+				Offsets: []history.PipeOffset{{Partition: 0, Offset: tc.committed}}, InputEnds: []history.PipeOffset{{Partition: 0, Offset: 4}}}, "")
+			r := checkOf(b.check(t), checker.EOSOffsetsMatchOutput)
+			if got := r.Verdict == checker.VerdictInvalid; got != tc.invalid {
+				t.Errorf("eos-offsets-match-output %s %v, want invalid: %v", r.Verdict, r.Anomalies, tc.invalid)
+			}
+		})
+	}
+}

@@ -614,6 +614,8 @@ func (d *decoder) pipeResult(l *lexer, r *PipeResult) error {
 			})
 		case "offsets":
 			r.Offsets, err = d.pipeOffsets(l)
+		case "input_ends":
+			r.InputEnds, err = d.pipeOffsets(l)
 		default:
 			err = l.skip(d)
 		}

@@ -101,6 +101,10 @@ type PipeResult struct {
 	// Offsets are the group's committed offsets (final-offsets); a partition without a
 	// committed offset is absent.
 	Offsets []PipeOffset `json:"offsets,omitempty"`
+	// InputEnds are the input partitions' end offsets read with the committed offsets
+	// (final-offsets): no committed offset may be past them. Absent in histories written
+	// before they were recorded.
+	InputEnds []PipeOffset `json:"input_ends,omitempty"`
 }
 
 // PipeOutput is one output record as the final read found it: where it is, and what its

@@ -125,6 +125,8 @@ func TestPipelinePayloadsDecodeAsJSON(t *testing.T) {
 	text := `{"type":"header","time":0,"format":2,"meta":{"workload":"pipeline"}}
 {"type":"invoke","id":1,"time":1,"client":0,"process":"p1","kind":"txn","args":{"pipe": {"offsets": [{"offset": 5, "partition": 1}], "generation": 3, "future": {"x": [1, 2]}, "inputs": [{"to": 5, "from": 2, "partition": 1}], "member_id": "m\u002d1"}}}
 {"type":"ok","id":1,"time":2,"result":{"pipe":{"token":{"epoch":2,"producer_id":9},"outputs":[{"in":{"offset":2,"partition":1},"txn":1,"id":"i8","offset":0,"partition":1}]}}}
+{"type":"invoke","id":2,"time":3,"client":0,"process":"final","kind":"final-offsets"}
+{"type":"ok","id":2,"time":4,"result":{"pipe":{"input_ends":[{"partition":1,"offset":9}],"offsets":[{"partition":1,"offset":5}]}}}
 `
 	h, err := history.Read(strings.NewReader(text))
 	if err != nil {
@@ -140,6 +142,10 @@ func TestPipelinePayloadsDecodeAsJSON(t *testing.T) {
 	if res == nil || *res.Token != (history.Token{ProducerID: 9, Epoch: 2}) || len(res.Outputs) != 1 ||
 		res.Outputs[0] != (history.PipeOutput{Partition: 1, In: history.PipeOffset{Partition: 1, Offset: 2}, ID: "i8", Txn: 1}) {
 		t.Errorf("result %+v", res)
+	}
+	if got := h.Op(1).Result.Pipe; got == nil || !reflect.DeepEqual(got.InputEnds, []history.PipeOffset{{Partition: 1, Offset: 9}}) ||
+		!reflect.DeepEqual(got.Offsets, []history.PipeOffset{{Partition: 1, Offset: 5}}) {
+		t.Errorf("final-offsets result %+v, want offsets 1/5 and input end 1/9", got)
 	}
 	bad := strings.Replace(text, `"generation": 3`, `"generation": "three"`, 1)
 	if _, err := history.Read(strings.NewReader(bad)); !errors.Is(err, history.ErrMalformed) {

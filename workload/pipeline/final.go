@@ -115,7 +115,8 @@ func (wl *Workload) finalOutput(ctx context.Context, cl *kgo.Client) error {
 	return nil
 }
 
-// finalOffsets fetches the group's committed offsets, stable, and records them.
+// finalOffsets fetches the group's committed offsets, stable, and the input's end offsets, and
+// records them.
 func (wl *Workload) finalOffsets(ctx context.Context, cl *kgo.Client) error {
 	op := wl.lastOp.Add(1)
 	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: wl.now(), Process: FinalProcess, Kind: history.KindFinalOffsets})
@@ -134,6 +135,20 @@ func (wl *Workload) finalOffsets(ctx context.Context, cl *kgo.Client) error {
 		}
 	})
 	sortOffsets(offsets)
-	wl.append(history.Event{Type: history.TypeOK, ID: op, Time: wl.now(), Result: history.Result{Pipe: &history.PipeResult{Offsets: offsets}}})
+	// The input's end offsets: every send is answered by now, so nothing more is written.
+	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, wl.input)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		wl.append(history.Event{Type: history.TypeInfo, ID: op, Time: wl.now(), Error: "error", Message: "the input's end offsets: " + err.Error()})
+		return fmt.Errorf("final read of the input's end offsets: %w", err)
+	}
+	var ends []history.PipeOffset
+	listed.Each(func(o kadm.ListedOffset) {
+		ends = append(ends, history.PipeOffset{Partition: o.Partition, Offset: o.Offset})
+	})
+	sortOffsets(ends)
+	wl.append(history.Event{Type: history.TypeOK, ID: op, Time: wl.now(), Result: history.Result{Pipe: &history.PipeResult{Offsets: offsets, InputEnds: ends}}})
 	return nil
 }
