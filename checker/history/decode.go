@@ -296,6 +296,12 @@ func (d *decoder) internBytes(b []byte) string {
 	return s
 }
 
+// int32 returns the 32-bit integer at the cursor.
+func (l *lexer) int32() (int32, error) {
+	v, err := l.int(32)
+	return int32(v), err
+}
+
 // int returns the integer at the cursor.
 func (l *lexer) int(bits int) (int64, error) {
 	l.ws()
@@ -519,7 +525,6 @@ func (d *decoder) pipeArgs(l *lexer, a *PipeArgs) error {
 	}
 	return l.object(d, func(key []byte) error {
 		var err error
-		var v int64
 		switch string(key) {
 		case "id":
 			a.ID, err = l.writeID(d) // unique: not interned
@@ -528,8 +533,7 @@ func (d *decoder) pipeArgs(l *lexer, a *PipeArgs) error {
 		case "member_id":
 			a.MemberID, err = l.str(d)
 		case "generation":
-			v, err = l.int(32)
-			a.Generation = int32(v)
+			a.Generation, err = l.int32()
 		case "txn_id":
 			a.TransactionalID, err = l.str(d)
 		case "inputs":
@@ -537,11 +541,9 @@ func (d *decoder) pipeArgs(l *lexer, a *PipeArgs) error {
 				var r PipeRange
 				err := l.object(d, func(key []byte) error {
 					var err error
-					var v int64
 					switch string(key) {
 					case "partition":
-						v, err = l.int(32)
-						r.Partition = int32(v)
+						r.Partition, err = l.int32()
 					case "from":
 						r.From, err = l.int(64)
 					case "to":
@@ -586,11 +588,9 @@ func (d *decoder) pipeResult(l *lexer, r *PipeResult) error {
 				var o PipeOutput
 				err := l.object(d, func(key []byte) error {
 					var err error
-					var v int64
 					switch string(key) {
 					case "partition":
-						v, err = l.int(32)
-						o.Partition = int32(v)
+						o.Partition, err = l.int32()
 					case "offset":
 						o.Offset, err = l.int(64)
 					case "in":
@@ -602,8 +602,7 @@ func (d *decoder) pipeResult(l *lexer, r *PipeResult) error {
 					case "member":
 						o.Member, err = l.str(d)
 					case "generation":
-						v, err = l.int(32)
-						o.Generation = int32(v)
+						o.Generation, err = l.int32()
 					default:
 						err = l.skip(d)
 					}
@@ -628,11 +627,9 @@ func (d *decoder) pipeOffset(l *lexer) (PipeOffset, error) {
 	var o PipeOffset
 	err := l.object(d, func(key []byte) error {
 		var err error
-		var v int64
 		switch string(key) {
 		case "partition":
-			v, err = l.int(32)
-			o.Partition = int32(v)
+			o.Partition, err = l.int32()
 		case "offset":
 			o.Offset, err = l.int(64)
 		default:
