@@ -226,25 +226,7 @@ func (c *pipeRun) partitions() []int32 {
 // lost record's anomaly names the first committed transaction that consumed past it: the
 // one whose offsets skipped it.
 func (c *pipeRun) checkNoLoss(r *Result) {
-	type start struct {
-		from int64
-		txn  int64
-	}
-	starts := map[int32][]start{} // per input partition: where committed transactions' inputs start
-	seen := map[int64]bool{}
-	for _, o := range c.outputs {
-		op, ok := c.txns[o.Txn]
-		if !ok || seen[o.Txn] {
-			continue
-		}
-		seen[o.Txn] = true
-		for _, in := range op.Args.Pipe.Inputs {
-			starts[in.Partition] = append(starts[in.Partition], start{in.From, o.Txn})
-		}
-	}
-	for _, s := range starts {
-		slices.SortFunc(s, func(a, b start) int { return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.txn, b.txn)) })
-	}
+	var starts map[int32][]txnStart // built at the first loss: a valid run needs none
 	checked := 0
 	// The inputs the harness knows it sent, in order: the committed offset comes from the
 	// member under test and may be anything, so it bounds the walk but does not drive it.
@@ -257,8 +239,11 @@ func (c *pipeRun) checkNoLoss(r *Result) {
 		if len(c.byInput[in]) == 0 {
 			a := Anomaly{Guarantee: EOSNoLoss, Log: "input:" + in.String(),
 				Explanation: fmt.Sprintf("input %s (%s) is below partition %d's committed offset %d, but has no output in the committed output", in, c.sent[in], p, c.committed[p])}
+			if starts == nil {
+				starts = c.committedStarts()
+			}
 			s := starts[p]
-			if i, _ := slices.BinarySearchFunc(s, o+1, func(x start, from int64) int { return cmp.Compare(x.from, from) }); i < len(s) {
+			if i, _ := slices.BinarySearchFunc(s, o+1, func(x txnStart, from int64) int { return cmp.Compare(x.from, from) }); i < len(s) {
 				a.Ops = []int64{s[i].txn}
 				a.Explanation += fmt.Sprintf("; the next committed transaction of the partition, txn op %d, starts past it at %d", s[i].txn, s[i].from)
 			}
@@ -266,6 +251,33 @@ func (c *pipeRun) checkNoLoss(r *Result) {
 		}
 	}
 	r.Details["inputs_checked"] = checked
+}
+
+// txnStart is where a committed transaction's inputs of one partition start.
+type txnStart struct {
+	from int64
+	txn  int64
+}
+
+// committedStarts returns, per input partition, where the inputs of the transactions whose
+// outputs are committed start, in order.
+func (c *pipeRun) committedStarts() map[int32][]txnStart {
+	starts := map[int32][]txnStart{}
+	seen := map[int64]bool{}
+	for _, o := range c.outputs {
+		op, ok := c.txns[o.Txn]
+		if !ok || seen[o.Txn] {
+			continue
+		}
+		seen[o.Txn] = true
+		for _, in := range op.Args.Pipe.Inputs {
+			starts[in.Partition] = append(starts[in.Partition], txnStart{in.From, o.Txn})
+		}
+	}
+	for _, s := range starts {
+		slices.SortFunc(s, func(a, b txnStart) int { return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.txn, b.txn)) })
+	}
+	return starts
 }
 
 // checkNoDuplicate: no input record has two outputs.
