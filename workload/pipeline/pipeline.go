@@ -66,10 +66,12 @@ type Workload struct {
 	sendSeq atomic.Int64
 	sends   sync.WaitGroup // sends whose completion is not yet recorded
 	// aborter writes the input records of Config.AbortedInput, one transaction each, which
-	// it aborts; abortMu orders its transactions, abortRng chooses the records.
+	// it aborts; abortMu orders its transactions (and guards aborter, which a failure
+	// replaces). abortRng, under rngMu, chooses the records; nil without AbortedInput.
 	aborter  *kgo.Client
 	abortMu  sync.Mutex
 	abortRng *rand.Rand
+	rngMu    sync.Mutex
 
 	members []*member
 	stats   struct{ sent, sendsFailed, aborted, committed, failed, unknown, copied, restarts atomic.Int64 }
@@ -262,14 +264,9 @@ func (wl *Workload) send(ctx context.Context) {
 		Args: history.Args{Pipe: &history.PipeArgs{ID: id}}})
 	wl.sends.Add(1)
 	r := &kgo.Record{Partition: int32(seq % int64(wl.cfg.Partitions)), Key: []byte(id), Value: []byte(id)}
-	if wl.aborter != nil {
-		wl.abortMu.Lock()
-		abort := wl.abortRng.Float64() < wl.cfg.AbortedInput
-		wl.abortMu.Unlock()
-		if abort {
-			go wl.sendAborted(ctx, op, r)
-			return
-		}
+	if wl.abortNext() {
+		go wl.sendAborted(ctx, op, r)
+		return
 	}
 	wl.seeder.Produce(ctx, r, func(r *kgo.Record, err error) {
 		defer wl.sends.Done()
@@ -285,15 +282,35 @@ func (wl *Workload) send(ctx context.Context) {
 	})
 }
 
+// abortNext reports whether the next input record goes to an aborted transaction. It does
+// not wait for the aborted transaction in flight: only the choice is locked.
+func (wl *Workload) abortNext() bool {
+	if wl.abortRng == nil {
+		return false
+	}
+	wl.rngMu.Lock()
+	defer wl.rngMu.Unlock()
+	return wl.abortRng.Float64() < wl.cfg.AbortedInput
+}
+
 // sendAborted writes r in a transaction of its own and aborts it, and records the send as
 // failed: a transaction that was never asked to commit never commits, whatever its abort
-// did. An aborter that failed is replaced for the next record.
+// did. An aborter that failed is replaced for the next record; one that cannot be made
+// again fails the run, whose aborted input would otherwise be recorded but not written.
 func (wl *Workload) sendAborted(ctx context.Context, op int64, r *kgo.Record) {
 	defer wl.sends.Done()
 	wl.abortMu.Lock()
 	defer wl.abortMu.Unlock()
 	at := "nowhere"
-	err := wl.aborter.BeginTransaction()
+	var err error
+	if wl.aborter == nil {
+		if wl.aborter, err = wl.newAborter(); err != nil {
+			wl.fail(err)
+		}
+	}
+	if err == nil {
+		err = wl.aborter.BeginTransaction()
+	}
 	if err == nil {
 		if err = wl.aborter.ProduceSync(ctx, r).FirstErr(); err == nil {
 			at = history.PipeOffset{Partition: r.Partition, Offset: r.Offset}.String()
@@ -302,12 +319,10 @@ func (wl *Workload) sendAborted(ctx context.Context, op int64, r *kgo.Record) {
 			err = errors.Join(err, aerr)
 		}
 	}
-	if err != nil {
+	if err != nil && wl.aborter != nil {
 		wl.log.Warn("aborted input", "err", err)
 		wl.aborter.Close()
-		if wl.aborter, err = wl.newAborter(); err != nil {
-			wl.fail(err)
-		}
+		wl.aborter = nil
 	}
 	wl.stats.aborted.Add(1)
 	wl.append(history.Event{Type: history.TypeFail, ID: op, Time: wl.now(), Error: history.ErrorAborted,
