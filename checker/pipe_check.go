@@ -33,10 +33,14 @@ const (
 	// EOSReadCommitted: every committed output is made of an input record the harness wrote
 	// and did not abort: the members read their input committed.
 	EOSReadCommitted = "eos-read-committed"
+	// EOSTermination: after the heal no transaction of the run stays open, and every input
+	// and output partition's last stable offset reaches its end.
+	EOSTermination = "eos-termination"
 )
 
 // PipelineGuarantees lists the pipeline guarantees in the order of docs/checker.md.
-var PipelineGuarantees = []string{EOSNoLoss, EOSNoDuplicate, EOSOffsetsMatchOutput, EOSOrder, EOSTxnOutcome, EOSReadCommitted}
+var PipelineGuarantees = []string{EOSNoLoss, EOSNoDuplicate, EOSOffsetsMatchOutput, EOSOrder, EOSTxnOutcome, EOSReadCommitted,
+	EOSGenerationFencing, EOSStableFetch, EOSTermination}
 
 // Pipeline coverage requirements a scenario can promise (besides final-read, ops-succeeded
 // and fault-took-hold, which a pipeline run is held to as a lease run is).
@@ -54,6 +58,7 @@ func init() {
 	meanings[EOSOrder] = "per input partition, outputs are committed in input order"
 	meanings[EOSTxnOutcome] = "a transaction reported aborted has no committed output; one reported committed has all of it"
 	meanings[EOSReadCommitted] = "every committed output is made of an input record that was written and not aborted"
+	meanings[EOSTermination] = "after the heal no transaction of the run stays open and every partition's last stable offset reaches its end"
 	for _, g := range PipelineGuarantees {
 		sentinels[g] = fmt.Errorf("%s", g)
 	}
@@ -76,8 +81,11 @@ type pipeRun struct {
 	// aborted are the ids of the input records written in transactions the harness aborted.
 	aborted map[string]bool
 	ends    map[int32]int64 // per input partition: one past the highest offset sent
-	// txns are the transactions by op id.
-	txns map[int64]*history.Op
+	// txns are the transactions by op id; fetches the members' completed offset fetches.
+	txns    map[int64]*history.Op
+	fetches []*history.Op
+	// finalTxns is the last look at what the run left open (nil when the history has none).
+	finalTxns *history.Op
 	// outputs are the committed outputs (the final output read); committed the group's final
 	// committed offsets. haveOutput/haveOffsets say whether those final reads succeeded.
 	outputs   []history.PipeOutput
@@ -118,8 +126,18 @@ func checkPipeline(_ context.Context, h *history.History, cfg config) *Results {
 		{EOSOrder, c.checkOrder},
 		{EOSTxnOutcome, c.checkTxnOutcome},
 		{EOSReadCommitted, c.checkReadCommitted},
+		// Both judged in one pass (pipe_fence.go), stable fetch with generation fencing.
+		{EOSGenerationFencing, func(r *Result) { c.checkFences(r, c.result(EOSStableFetch)) }},
+		{EOSStableFetch, func(*Result) {}},
+		{EOSTermination, nil},
 	} {
 		r := c.result(l.name)
+		if l.name == EOSTermination {
+			// Judged on its own evidence: an output read held back by an open transaction
+			// is what it is about.
+			c.safely(r, func() { c.checkTermination(r) })
+			continue
+		}
 		if !c.haveOutput || !c.haveOffsets {
 			// Without the reference there is nothing to judge against: never valid.
 			r.Verdict, r.Details["unknown"] = VerdictUnknown, "no successful final read of the output and the committed offsets"
@@ -174,6 +192,18 @@ func (c *pipeRun) index() {
 				continue
 			}
 			c.txns[op.ID] = &op
+		case history.KindFetch:
+			switch {
+			case op.Type != history.TypeOK:
+				// A fetch's answer is recorded with its invocation; one without is a member
+				// that never said where it started, and judges nothing.
+			case op.Args.Pipe == nil || op.Result.Pipe == nil:
+				bad(&op, "fetch op %d names no group membership or no start", op.ID)
+			default:
+				c.fetches = append(c.fetches, &op)
+			}
+		case history.KindFinalTxns:
+			c.finalTxns = &op
 		case history.KindFinalOutput:
 			if op.Type == history.TypeOK && op.Result.Pipe != nil {
 				c.outputs, c.haveOutput = op.Result.Pipe.Outputs, true // the last one read is the reference
@@ -520,4 +550,43 @@ func compactIDs(ids []int64) []int64 {
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	return slices.Compact(ids)
+}
+
+// checkTermination: the final look (final-txns) found no transaction of the run open and every
+// input and output partition's last stable offset at its end. An open transaction's anomaly
+// names the last transaction its transactional id ran.
+func (c *pipeRun) checkTermination(r *Result) {
+	switch op := c.finalTxns; {
+	case op == nil && !c.haveOutput && !c.haveOffsets:
+		r.Verdict, r.Details["unknown"] = VerdictUnknown, "no final reads"
+		return
+	case op == nil:
+		r.Verdict, r.Details["not_covered"] = VerdictNotCovered, "the history has no final look at open transactions (it predates it)"
+		return
+	case op.Type != history.TypeOK || op.Result.Pipe == nil:
+		r.Verdict, r.Details["unknown"] = VerdictUnknown, "the final look at open transactions failed: "+op.Message
+		return
+	}
+	look := c.finalTxns.Result.Pipe
+	last := map[string]int64{} // per transactional id, its last transaction
+	for id, op := range c.txns {
+		if t := op.Args.Pipe.TransactionalID; t != "" && id > last[t] {
+			last[t] = id
+		}
+	}
+	for _, t := range look.OpenTxns {
+		a := Anomaly{Guarantee: EOSTermination, Explanation: fmt.Sprintf("transactional id %s (producer %d) still has a transaction %s after the heal", t.TransactionalID, t.ProducerID, t.State)}
+		if id, ok := last[t.TransactionalID]; ok {
+			a.Ops = []int64{id}
+			a.Explanation += fmt.Sprintf("; its last transaction was txn op %d", id)
+		}
+		r.Anomalies = append(r.Anomalies, a)
+	}
+	for _, e := range look.Ends {
+		if e.Stable < e.End {
+			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSTermination, Log: fmt.Sprintf("%s:%d", e.Topic, e.Partition),
+				Explanation: fmt.Sprintf("the last stable offset of %s[%d] is %d, below its end %d, after the heal: a transaction holds it", e.Topic, e.Partition, e.Stable, e.End)})
+		}
+	}
+	r.Details["partitions_checked"], r.Details["open_txns"] = len(look.Ends), len(look.OpenTxns)
 }

@@ -44,10 +44,10 @@ var pipelineMutantChecks = map[string]struct {
 	scenario   string
 	guarantees []string
 }{
-	"group-id-only":       {"pipeline-zombie", []string{checker.EOSNoDuplicate}},
-	"offsets-outside-txn": {"pipeline-zombie", []string{checker.EOSNoDuplicate, checker.EOSOffsetsMatchOutput}},
+	"group-id-only":       {"pipeline-zombie", []string{checker.EOSGenerationFencing, checker.EOSNoDuplicate}},
+	"offsets-outside-txn": {"pipeline-zombie", []string{checker.EOSGenerationFencing, checker.EOSNoDuplicate, checker.EOSOffsetsMatchOutput}},
 	"read-uncommitted":    {"pipeline-steady", []string{checker.EOSReadCommitted}},
-	"unstable-fetch":      {"pipeline-zombie-commit", []string{checker.EOSNoDuplicate}},
+	"unstable-fetch":      {"pipeline-zombie-commit", []string{checker.EOSStableFetch, checker.EOSNoDuplicate}},
 	"no-rewind":           {"pipeline-txn-faults", []string{checker.EOSNoLoss}},
 }
 

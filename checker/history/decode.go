@@ -558,6 +558,8 @@ func (d *decoder) pipeArgs(l *lexer, a *PipeArgs) error {
 			})
 		case "offsets":
 			a.Offsets, err = d.pipeOffsets(l)
+		case "rewind":
+			a.Rewind, err = l.bool()
 		default:
 			err = l.skip(d)
 		}
@@ -615,6 +617,50 @@ func (d *decoder) pipeResult(l *lexer, r *PipeResult) error {
 			r.Offsets, err = d.pipeOffsets(l)
 		case "input_ends":
 			r.InputEnds, err = d.pipeOffsets(l)
+		case "offsets_at":
+			r.OffsetsAt, err = l.int(64)
+		case "open_txns":
+			err = l.array(func() error {
+				var t PipeOpenTxn
+				err := l.object(d, func(key []byte) error {
+					var err error
+					switch string(key) {
+					case "txn_id":
+						t.TransactionalID, err = l.str(d)
+					case "state":
+						t.State, err = l.str(d)
+					case "producer_id":
+						t.ProducerID, err = l.int(64)
+					default:
+						err = l.skip(d)
+					}
+					return err
+				})
+				r.OpenTxns = append(r.OpenTxns, t)
+				return err
+			})
+		case "ends":
+			err = l.array(func() error {
+				var e PipeEnd
+				err := l.object(d, func(key []byte) error {
+					var err error
+					switch string(key) {
+					case "topic":
+						e.Topic, err = l.str(d)
+					case "partition":
+						e.Partition, err = l.int32()
+					case "stable":
+						e.Stable, err = l.int(64)
+					case "end":
+						e.End, err = l.int(64)
+					default:
+						err = l.skip(d)
+					}
+					return err
+				})
+				r.Ends = append(r.Ends, e)
+				return err
+			})
 		default:
 			err = l.skip(d)
 		}

@@ -132,7 +132,7 @@ func (k Kind) IsRead() bool { return k == KindRead || k == KindFinalRead }
 func (k Kind) valid() bool {
 	switch k {
 	case KindRegister, KindAcquire, KindWriteLease, KindWork, KindRead, KindDescribe, KindFinalRead,
-		KindSend, KindTxn, KindFinalOutput, KindFinalOffsets:
+		KindSend, KindTxn, KindFinalOutput, KindFinalOffsets, KindFetch, KindFinalTxns:
 		return true
 	}
 	return false

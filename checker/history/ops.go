@@ -49,7 +49,7 @@ const (
 
 // opKinds are the operation kinds a rec can name; 0 is the empty kind.
 var opKinds = [...]Kind{"", KindRegister, KindAcquire, KindWriteLease, KindWork, KindRead, KindDescribe, KindFinalRead,
-	KindSend, KindTxn, KindFinalOutput, KindFinalOffsets}
+	KindSend, KindTxn, KindFinalOutput, KindFinalOffsets, KindFetch, KindFinalTxns}
 
 func kindCode(k Kind) (uint8, bool) {
 	for i, o := range opKinds {

@@ -28,6 +28,18 @@ const (
 	// KindFinalOffsets is the fetch of the group's committed offsets after healing, with
 	// require-stable (result.pipe.offsets).
 	KindFinalOffsets Kind = "final-offsets"
+	// KindFetch is a member fetching its group's committed offsets (stable) and starting
+	// there: on an assignment, or (args.pipe.rewind) to rewind after a transaction that did
+	// not commit. args.pipe names the member's group membership when the answer came;
+	// result.pipe.offsets are where it starts per partition (0 where none was committed).
+	// An assignment's fetch is recorded when its answer comes, invocation and completion
+	// at once: the client does not say when it began.
+	KindFetch Kind = "fetch"
+	// KindFinalTxns is the look, after the final output read, at what the run left open:
+	// the run's transactions still open (result.pipe.open_txns) and each input and output
+	// partition's last stable offset against its end (result.pipe.ends). It is taken again
+	// until nothing is open or a bound passes; the last look is recorded.
+	KindFinalTxns Kind = "final-txns"
 )
 
 // ErrorAborted is the error class of a send written in a transaction the harness aborted.
@@ -50,15 +62,16 @@ type PipelineMeta struct {
 
 // IsPipeline reports whether k is a pipeline operation kind.
 func (k Kind) IsPipeline() bool {
-	return k == KindSend || k == KindTxn || k == KindFinalOutput || k == KindFinalOffsets
+	return k == KindSend || k == KindTxn || k == KindFinalOutput || k == KindFinalOffsets || k == KindFetch || k == KindFinalTxns
 }
 
 // PipeArgs are a pipeline operation's arguments.
 type PipeArgs struct {
 	// ID names an input record (send).
 	ID string `json:"id,omitempty"`
-	// Group, MemberID and Generation are the group membership a transaction ran under: the
-	// classic protocol's generation or KIP-848's member epoch.
+	// Group, MemberID and Generation are the group membership a transaction ran under (a
+	// fetch: the member's when the answer came): the classic protocol's generation or
+	// KIP-848's member epoch.
 	Group      string `json:"group,omitempty"`
 	MemberID   string `json:"member_id,omitempty"`
 	Generation int32  `json:"generation,omitempty"`
@@ -69,6 +82,9 @@ type PipeArgs struct {
 	// Offsets are the input offsets a transaction commits: one past its last record, per
 	// partition.
 	Offsets []PipeOffset `json:"offsets,omitempty"`
+	// Rewind marks a fetch made to rewind after a transaction that did not commit, not on an
+	// assignment.
+	Rewind bool `json:"rewind,omitempty"`
 }
 
 // PipeRange is the input records [From, To) of one partition.
@@ -98,9 +114,19 @@ type PipeResult struct {
 	// Outputs are the output records read committed (final-output), in offset order per
 	// partition.
 	Outputs []PipeOutput `json:"outputs,omitempty"`
-	// Offsets are the group's committed offsets (final-offsets); a partition without a
-	// committed offset is absent.
+	// Offsets are the group's committed offsets (final-offsets), a partition without a
+	// committed offset absent; or where a member starts after a fetch (fetch).
 	Offsets []PipeOffset `json:"offsets,omitempty"`
+	// OffsetsAt is when a committed transaction's member began to send its offsets (ns,
+	// the history's clock): from then on the group coordinator may hold them pending. Zero
+	// when not recorded; the checker then takes the invocation.
+	OffsetsAt int64 `json:"offsets_at,omitempty"`
+	// OpenTxns are the run's transactions the coordinators still had open (final-txns):
+	// none when empty.
+	OpenTxns []PipeOpenTxn `json:"open_txns,omitempty"`
+	// Ends are, per partition of the input and output topics, the last stable offset and
+	// the end (final-txns).
+	Ends []PipeEnd `json:"ends,omitempty"`
 	// InputEnds are the input partitions' end offsets read with the committed offsets
 	// (final-offsets): no committed offset may be past them. Absent in histories written
 	// before they were recorded.
@@ -120,4 +146,21 @@ type PipeOutput struct {
 	Txn        int64  `json:"txn"`
 	Member     string `json:"member,omitempty"`
 	Generation int32  `json:"generation,omitempty"`
+}
+
+// PipeOpenTxn is a transaction a coordinator had open: its transactional id, its state as
+// the coordinator names it (Ongoing, PrepareCommit, PrepareAbort, ...) and its producer.
+type PipeOpenTxn struct {
+	TransactionalID string `json:"txn_id"`
+	State           string `json:"state"`
+	ProducerID      int64  `json:"producer_id"`
+}
+
+// PipeEnd is one partition's last stable offset (what a read_committed consumer can reach)
+// and its end (the high watermark): an open transaction holds the first below the second.
+type PipeEnd struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Stable    int64  `json:"stable"`
+	End       int64  `json:"end"`
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -69,6 +70,34 @@ func poll(ctx context.Context, cl *kgo.Client, max int) (Batch, error) {
 		return b, ctx.Err()
 	}
 	return b, nil
+}
+
+// reportStarts returns the option that tells cfg.Fetched where the member starts after its
+// client fetched the group's offsets on an assignment: kgo's answer, changed first by adjust
+// when not nil (a mutant's). kgo calls it from its own goroutines once the fetch is answered,
+// before it reads from there; made is the client once New has it, for the group metadata
+// (it is always set by then: the fetch follows a join).
+func reportStarts(cfg Config, made *atomic.Pointer[kgo.Client], adjust func(map[int32]kgo.Offset)) kgo.Opt {
+	return kgo.AdjustFetchOffsetsFn(func(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+		in := offsets[cfg.Input]
+		if adjust != nil {
+			adjust(in)
+		}
+		if len(in) == 0 || cfg.Fetched == nil {
+			return offsets, nil
+		}
+		// A partition without a committed offset starts where the reset offset says: the
+		// input's start, which is 0 (the input is never truncated).
+		f := Fetch{Starts: map[int32]int64{}, Generation: -1}
+		for p, o := range in {
+			f.Starts[p] = max(0, o.EpochOffset().Offset)
+		}
+		if cl := made.Load(); cl != nil {
+			f.MemberID, f.Generation = cl.GroupMetadata()
+		}
+		cfg.Fetched(f)
+		return offsets, nil
+	})
 }
 
 // records returns outs as records of the output topic.

@@ -81,6 +81,30 @@ type Config struct {
 	// (Points), with the point's name; the member goes on when it returns. A test or the
 	// workload stops a member there to make it a zombie with its transaction open.
 	Pause func(ctx context.Context, point string)
+	// Fetched, when set, is told where the member starts on input partitions each time it
+	// fetched its group's committed offsets: when it is assigned partitions (the client's own
+	// fetch, stable) and, for the plain member, when it rewinds after a transaction that did
+	// not commit. It is called from the client's goroutines once the answer is in and before
+	// the member reads from there; it must return quickly.
+	Fetched func(Fetch)
+}
+
+// Fetch is where a member starts after fetching its group's committed offsets.
+type Fetch struct {
+	// Starts is the offset the member starts at, per input partition fetched: the committed
+	// offset, or 0 (the input's first offset) where none is committed.
+	Starts map[int32]int64
+	// MemberID and Generation are the member's identity in the group when the answer came
+	// (the classic generation or KIP-848's member epoch). Generation is -1 when the member
+	// had none yet.
+	MemberID   string
+	Generation int32
+	// Rewind says the member fetched to rewind after a transaction that did not commit, not
+	// on an assignment.
+	Rewind bool
+	// Began is when the member began to fetch; zero when its client does not say (an
+	// assignment's fetch is kgo's own).
+	Began time.Time
 }
 
 // The pause points inside Transact (Config.Pause).
@@ -107,6 +131,13 @@ func Points(kind string) []string {
 func (c Config) pause(ctx context.Context, point string) {
 	if c.Pause != nil {
 		c.Pause(ctx, point)
+	}
+}
+
+// fetched calls c.Fetched with f, if set.
+func (c Config) fetched(f Fetch) {
+	if c.Fetched != nil {
+		c.Fetched(f)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,16 +41,22 @@ func newPlain(_ context.Context, cfg Config, flaw string) (*plain, error) {
 		return nil, err
 	}
 	opts = append(opts, kgo.BlockRebalanceOnPoll())
+	var adjust func(map[int32]kgo.Offset)
 	switch flaw {
 	case mutantReadUncommitted:
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadUncommitted())) // the last one counts
 	case mutantUnstableFetch:
-		opts = append(opts, unstableStart(cfg)...)
+		var onAssigned kgo.Opt
+		onAssigned, adjust = unstableStart(cfg)
+		opts = append(opts, onAssigned)
 	}
+	var made atomic.Pointer[kgo.Client]
+	opts = append(opts, reportStarts(cfg, &made, adjust))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrInvalidConfig, Err: err, Stage: transport.StageLocal}
 	}
+	made.Store(cl)
 	return &plain{cfg: cfg, cl: cl, flaw: flaw}, nil
 }
 
@@ -220,6 +228,7 @@ func (m *plain) rewind(ctx context.Context, b Batch) bool {
 		}
 	}
 	parts := slices.Sorted(maps.Keys(first))
+	began := time.Now()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.Conn.RequestTimeout)
 	defer cancel()
 	at, err := committed(rctx, m.cl, m.cfg.Group, m.cfg.Input, parts, m.flaw != mutantUnstableFetch)
@@ -227,14 +236,18 @@ func (m *plain) rewind(ctx context.Context, b Batch) bool {
 		m.cfg.Conn.Logger.Warn("pipeline member: cannot fetch the committed offsets to rewind to", "group", m.cfg.Group, "err", err)
 		return false
 	}
-	set := map[int32]kgo.EpochOffset{}
+	set, starts := map[int32]kgo.EpochOffset{}, map[int32]int64{}
 	for _, p := range parts {
 		o, ok := at[p]
 		if !ok {
 			o = first[p]
 		}
 		set[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+		starts[p] = o
 	}
+	f := Fetch{Starts: starts, Rewind: true, Began: began}
+	f.MemberID, f.Generation = m.cl.GroupMetadata()
+	m.cfg.fetched(f)
 	m.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{m.cfg.Input: set})
 	return true
 }
@@ -246,12 +259,12 @@ func (m *plain) Close() { m.cl.CloseAllowingRebalance() }
 // unstableStart is the unstable-fetch mutant's start on newly assigned partitions: kgo always
 // fetches stable, so the mutant fetches the offsets itself, without require_stable, when it is
 // assigned partitions (before kgo's own fetch), and starts there instead of where kgo's
-// fetch says, as a client that fetched unstable would.
-func unstableStart(cfg Config) []kgo.Opt {
+// fetch says, as a client that fetched unstable would. It returns the option that fetches,
+// and the adjustment of kgo's starts (see reportStarts).
+func unstableStart(cfg Config) (kgo.Opt, func(map[int32]kgo.Offset)) {
 	var mu sync.Mutex
 	taken := map[int32]int64{}
-	return []kgo.Opt{
-		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	return kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 			if len(assigned[cfg.Input]) == 0 {
 				return
 			}
@@ -268,21 +281,18 @@ func unstableStart(cfg Config) []kgo.Opt {
 				}
 				taken[p] = o
 			}
-		}),
-		kgo.AdjustFetchOffsetsFn(func(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+		}), func(offsets map[int32]kgo.Offset) {
 			mu.Lock()
 			defer mu.Unlock()
-			for p := range offsets[cfg.Input] {
+			for p := range offsets {
 				switch o, ok := taken[p]; {
 				case !ok:
 				case o < 0:
-					offsets[cfg.Input][p] = kgo.NewOffset().AtStart()
+					offsets[p] = kgo.NewOffset().AtStart()
 				default:
-					offsets[cfg.Input][p] = kgo.NewOffset().At(o)
+					offsets[p] = kgo.NewOffset().At(o)
 				}
 				delete(taken, p)
 			}
-			return offsets, nil
-		}),
-	}
+		}
 }

@@ -1,11 +1,14 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -21,13 +24,14 @@ const sentinel = "fencecheck:end"
 // FinalReads reads, after Run and the heal, what the pipeline committed: the output topic
 // at read_committed (a final-output operation) and the group's committed offsets with
 // require-stable (final-offsets). Both go straight to the cluster, not through the links.
+// Then it looks at what the run left open (final-txns): the termination guarantee's evidence.
 // To know where the output ends it writes a sentinel to each output partition outside any
 // transaction and reads until it has them all: what comes before a sentinel is everything
 // committed before it, and a transaction still open holds the read back until it ends, so
 // a transaction that never ends shows as a failed final read, not as a short one.
-func (wl *Workload) FinalReads(ctx context.Context) error {
+func (wl *Workload) FinalReads(parent context.Context) error {
 	// A transaction left open by a member that died can take its timeout to be aborted.
-	ctx, cancel := context.WithTimeout(ctx, 2*wl.cfg.TransactionTimeout.D()+30*time.Second)
+	ctx, cancel := context.WithTimeout(parent, 2*wl.cfg.TransactionTimeout.D()+30*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(append(cluster.ClientSecurity(wl.cl).KgoOpts(),
 		kgo.SeedBrokers(wl.cl.Bootstrap()...),
@@ -42,7 +46,87 @@ func (wl *Workload) FinalReads(ctx context.Context) error {
 	defer cl.Close()
 	errOut := wl.finalOutput(ctx, cl)
 	errOffsets := wl.finalOffsets(ctx, cl)
-	return errors.Join(errOut, errOffsets, wl.failed())
+	// Its own bound: the output read may have spent the shared one waiting for an open
+	// transaction, which is what this look is for.
+	look := wl.lookFor
+	if look == 0 {
+		look = wl.cfg.TransactionTimeout.D() + 15*time.Second
+	}
+	tctx, cancel := context.WithTimeout(parent, look)
+	defer cancel()
+	errTxns := wl.finalTxns(tctx, cl)
+	return errors.Join(errOut, errOffsets, errTxns, wl.failed())
+}
+
+// openStates are the transaction states of ListTransactions that are not ended.
+var openStates = []string{"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
+
+// finalTxns looks at what the run left open: its transactions that a coordinator still has
+// open, and every input and output partition's last stable offset against its end. It looks
+// again every 200 ms until nothing is open or ctx ends (a commit's markers take a moment to
+// be written after the commit is answered), and records the last look (final-txns).
+func (wl *Workload) finalTxns(ctx context.Context, cl *kgo.Client) error {
+	op := wl.lastOp.Add(1)
+	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: wl.now(), Process: FinalProcess, Kind: history.KindFinalTxns})
+	adm := kadm.NewClient(cl)
+	var res *history.PipeResult
+	var err error
+	for {
+		res, err = wl.lookOpen(ctx, adm)
+		if err == nil && len(res.OpenTxns) == 0 && !slices.ContainsFunc(res.Ends, func(e history.PipeEnd) bool { return e.Stable < e.End }) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if res == nil {
+		wl.append(history.Event{Type: history.TypeInfo, ID: op, Time: wl.now(), Error: "error", Message: err.Error()})
+		return fmt.Errorf("final look at the open transactions: %w", err)
+	}
+	wl.append(history.Event{Type: history.TypeOK, ID: op, Time: wl.now(), Result: history.Result{Pipe: res}})
+	return nil
+}
+
+// lookOpen lists the run's open transactions (their ids start with the group's name) and
+// the input and output partitions' last stable offsets and ends.
+func (wl *Workload) lookOpen(ctx context.Context, adm *kadm.Client) (*history.PipeResult, error) {
+	listed, err := adm.ListTransactions(ctx, nil, openStates)
+	if err != nil {
+		return nil, fmt.Errorf("list transactions: %w", err)
+	}
+	res := &history.PipeResult{}
+	for _, id := range slices.Sorted(maps.Keys(listed)) {
+		// Brokers before Kafka 3.0 ignore the state filter: it is applied here too.
+		if t := listed[id]; strings.HasPrefix(id, wl.group) && slices.Contains(openStates, t.State) {
+			res.OpenTxns = append(res.OpenTxns, history.PipeOpenTxn{TransactionalID: id, State: t.State, ProducerID: t.ProducerID})
+		}
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, wl.input, wl.output)
+	if err == nil {
+		err = stable.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last stable offsets: %w", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, wl.input, wl.output)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("end offsets: %w", err)
+	}
+	stable.Each(func(o kadm.ListedOffset) {
+		e, _ := ends.Lookup(o.Topic, o.Partition)
+		res.Ends = append(res.Ends, history.PipeEnd{Topic: o.Topic, Partition: o.Partition, Stable: o.Offset, End: e.Offset})
+	})
+	slices.SortFunc(res.Ends, func(a, b history.PipeEnd) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return res, nil
 }
 
 func (wl *Workload) allPartitions(o kgo.Offset) map[int32]kgo.Offset {

@@ -65,6 +65,9 @@ type Workload struct {
 	seeder  *kgo.Client
 	sendSeq atomic.Int64
 	sends   sync.WaitGroup // sends whose completion is not yet recorded
+	// lookFor bounds the final look at open transactions (finalTxns); 0: the transaction
+	// timeout and 15 s. Tests shorten it.
+	lookFor time.Duration
 	// aborter writes the input records of Config.AbortedInput, one transaction each, which
 	// it aborts; abortMu orders its transactions (and guards aborter, which a failure
 	// replaces). abortRng, under rngMu, chooses the records; nil without AbortedInput.
@@ -88,6 +91,9 @@ type member struct {
 	dial     cluster.DialFunc // the process's links, through gate
 	gate     *gate
 	rng      *rand.Rand
+	// offsetsAt is when the transaction in flight went on past PointAfterProduce to send its
+	// offsets (history time; 0 before): only the member's goroutine uses it.
+	offsetsAt int64
 
 	mu sync.Mutex
 	// polled is, per input partition, the history time of the member's last poll that
@@ -386,8 +392,37 @@ func (wl *Workload) memberConfig(m *member) pipeline.Config {
 	return pipeline.Config{
 		Conn: conn, Group: wl.group, Input: wl.input, Output: wl.output, TransactionalID: m.txnID,
 		SessionTimeout: wl.cfg.SessionTimeout.D(), MaxPoll: wl.cfg.MaxPoll, Protocol: wl.cfg.Protocol,
-		Pause: m.pausePoint,
+		Pause: m.pause, Fetched: m.fetched,
 	}
+}
+
+// pause is the member's pause point: a freeze armed there (pausePoint), and, after
+// PointAfterProduce, the time the member goes on to send its transaction's offsets.
+func (m *member) pause(ctx context.Context, point string) {
+	m.pausePoint(ctx, point)
+	if point == pipeline.PointAfterProduce {
+		m.offsetsAt = m.wl.now()
+	}
+}
+
+// fetched records where the member starts after fetching its group's offsets: a fetch
+// operation, invoked when the fetch began (when the member says) and completed now.
+func (m *member) fetched(f pipeline.Fetch) {
+	wl := m.wl
+	op := wl.lastOp.Add(1)
+	now := wl.now()
+	began := now
+	if !f.Began.IsZero() {
+		began = min(now, int64(f.Began.Sub(wl.start)))
+	}
+	starts := make([]history.PipeOffset, 0, len(f.Starts))
+	for p, o := range f.Starts {
+		starts = append(starts, history.PipeOffset{Partition: p, Offset: o})
+	}
+	sortOffsets(starts)
+	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: began, Process: m.process, Member: m.name, Kind: history.KindFetch,
+		Args: history.Args{Pipe: &history.PipeArgs{Group: wl.group, MemberID: f.MemberID, Generation: f.Generation, Rewind: f.Rewind}}})
+	wl.append(history.Event{Type: history.TypeOK, ID: op, Time: now, Result: history.Result{Pipe: &history.PipeResult{Offsets: starts}}})
 }
 
 // run drives m until ctx ends: poll, copy in a transaction, and start over with a new
@@ -474,6 +509,7 @@ func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Ba
 		Args: history.Args{Pipe: args}})
 	// The transaction is not cut by the run's end: stopping lets it finish, so the history
 	// does not end with a burst of unknown outcomes. Its own requests are bounded.
+	m.offsetsAt = 0
 	res := mb.Transact(context.WithoutCancel(ctx), b, outs)
 	e := history.Event{ID: op, Time: wl.now()}
 	switch res.Outcome {
@@ -481,7 +517,7 @@ func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Ba
 		wl.stats.committed.Add(1)
 		wl.stats.copied.Add(int64(len(b.Records)))
 		tok := history.Token{ProducerID: res.Token.ProducerID, Epoch: res.Token.Epoch}
-		e.Type, e.Result = history.TypeOK, history.Result{Pipe: &history.PipeResult{Token: &tok}}
+		e.Type, e.Result = history.TypeOK, history.Result{Pipe: &history.PipeResult{Token: &tok, OffsetsAt: m.offsetsAt}}
 	case transport.Fail:
 		wl.stats.failed.Add(1)
 		e.Type, e.Error, e.Message = history.TypeFail, errorClass(res.Err), errText(res.Err)

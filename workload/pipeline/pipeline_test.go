@@ -7,8 +7,11 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
@@ -20,6 +23,12 @@ import (
 // run runs a pipeline workload for d on a fresh embedded cluster and returns its history,
 // read back from the file.
 func run(t *testing.T, cfg pipeline.Config, d time.Duration) (*history.History, pipeline.Stats) {
+	t.Helper()
+	return runWith(t, cfg, d, nil)
+}
+
+// runWith is run, calling beforeFinal (when not nil) between the run and the final reads.
+func runWith(t *testing.T, cfg pipeline.Config, d time.Duration, beforeFinal func(context.Context, *embedded.Cluster, *pipeline.Workload, history.Meta)) (*history.History, pipeline.Stats) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d+3*time.Minute)
 	defer cancel()
@@ -46,6 +55,9 @@ func run(t *testing.T, cfg pipeline.Config, d time.Duration) (*history.History, 
 	}
 	if err := wl.Run(ctx, d); err != nil {
 		t.Fatal(err)
+	}
+	if beforeFinal != nil {
+		beforeFinal(ctx, c, wl, meta)
 	}
 	if err := wl.FinalReads(ctx); err != nil {
 		t.Fatal(err)
@@ -104,6 +116,60 @@ func TestPipelineRunIsExactlyOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTerminationSeesAnOpenTransaction: a transaction left open on the input after the run,
+// under a transactional id of the run's, is found by the final look: eos-termination is
+// invalid, naming it and the partition it holds back, and the other guarantees still hold.
+func TestTerminationSeesAnOpenTransaction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pipeline for 3 s")
+	}
+	t.Parallel()
+	cfg := pipeline.Config{Processes: 1, Members: 1, Partitions: 2}
+	var hang string
+	h, _ := runWith(t, cfg, 3*time.Second, func(ctx context.Context, c *embedded.Cluster, wl *pipeline.Workload, meta history.Meta) {
+		pipeline.SetLookBound(wl, 2*time.Second)
+		hang = meta.Pipeline.Group + ".hang"
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.TransactionalID(hang), kgo.TransactionTimeout(time.Minute),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: meta.Pipeline.Input, Partition: 1, Value: []byte("open")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	res, err := checker.Check(context.Background(), h, checker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Checks {
+		want := checker.VerdictValid
+		if r.Name == checker.EOSTermination {
+			want = checker.VerdictInvalid
+		}
+		if r.Verdict != want {
+			t.Errorf("%s: %s %v %v, want %s", r.Name, r.Verdict, r.Anomalies, r.Details, want)
+		}
+	}
+	r := checkOf(res, checker.EOSTermination)
+	if len(r.Anomalies) != 2 || !strings.Contains(r.Anomalies[0].Explanation, hang+" ") || !strings.Contains(r.Anomalies[1].Explanation, "input[1] is") {
+		t.Errorf("termination anomalies %+v, want the open transaction %s and input partition 1 held back", r.Anomalies, hang)
+	}
+}
+
+func checkOf(res *checker.Results, name string) checker.Result {
+	for _, r := range res.Checks {
+		if r.Name == name {
+			return r
+		}
+	}
+	return checker.Result{}
 }
 
 // TestConfigErrorsNameTheField: a bad configuration is refused before anything starts, naming

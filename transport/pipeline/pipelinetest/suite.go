@@ -63,6 +63,7 @@ func Run(t *testing.T, env Env) {
 		{"read committed - aborted input is never copied", s.testAbortedInput},
 		{"abort - a transaction that does not commit - its records are polled again", s.testAbortRewinds},
 		{"stable fetch - a zombie's open transaction holds offsets - the new owner starts past them", s.testStableFetch},
+		{"fetch reported - where a member starts after each fetch of its offsets - reported before it polls there", s.testFetchReported},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)
@@ -691,3 +692,76 @@ func (c *countingConn) Write(b []byte) (int, error) {
 }
 
 const offsetFetchKey = 9
+
+// fetches keeps what a member reported through Config.Fetched.
+type fetches struct {
+	mu  sync.Mutex
+	got []pipeline.Fetch
+}
+
+func (f *fetches) add(x pipeline.Fetch) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, x)
+}
+
+func (f *fetches) all() []pipeline.Fetch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.got)
+}
+
+// testFetchReported: a commits a batch and leaves; b, given the partition, reports its fetch
+// (on an assignment, with its group membership) starting at a's committed offset, and polls
+// from there. A member that rewinds by fetching (Points has before-commit: the plain member)
+// reports that fetch too, after a transaction that did not commit.
+func (s *suite) testFetchReported(t *testing.T) {
+	p := s.newPipe(t, 1)
+	p.seed(t, 0, 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var fa fetches
+	cfg := s.config(p, "a")
+	cfg.Fetched = fa.add
+	a, err := pipeline.New(ctx, s.env.Kind, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := pollSome(t, ctx, a)
+	if got := fa.all(); len(got) == 0 || got[0].Rewind || got[0].Starts[0] != 0 || got[0].MemberID == "" || got[0].Generation < 0 {
+		t.Fatalf("a's fetches before its first batch: %+v, want one on its assignment starting partition 0 at 0, with its member id and generation", got)
+	}
+	if res := a.Transact(ctx, batch, outputs(batch, "a")); res.Outcome != transport.OK {
+		t.Fatalf("a's transaction: %v (%v)", res.Outcome, res.Err)
+	}
+	end := batch.Offsets()[0]
+	if slices.Contains(pipeline.Points(s.env.Kind), pipeline.PointBeforeCommit) {
+		next := pollSome(t, ctx, a)
+		ended, stop := context.WithCancel(ctx)
+		stop()
+		if res := a.Transact(ended, next, outputs(next, "a")); res.Outcome != transport.Fail || res.Restart {
+			t.Fatalf("a transaction whose context had ended: %v restart %v (%v), want a failure it rewinds after", res.Outcome, res.Restart, res.Err)
+		}
+		got := fa.all()
+		if last := got[len(got)-1]; !last.Rewind || last.Starts[0] != end || last.Began.IsZero() {
+			t.Fatalf("a's last fetch %+v, want a rewind to %d (its committed offset) with the time it began", last, end)
+		}
+	}
+	a.Close()
+	var fb fetches
+	cfg = s.config(p, "b")
+	cfg.Fetched = fb.add
+	b, err := pipeline.New(ctx, s.env.Kind, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	first := pollSome(t, ctx, b)
+	got := fb.all()
+	if len(got) == 0 || got[0].Rewind || got[0].Starts[0] != end || got[0].MemberID == "" || got[0].Generation < 0 {
+		t.Fatalf("b's fetches before its first batch: %+v, want one on its assignment starting partition 0 at %d (a's commit)", got, end)
+	}
+	if at := first.Records[0].Offset; at != end {
+		t.Errorf("b polled from %d, but reported starting at %d", at, end)
+	}
+}
