@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
@@ -36,11 +38,14 @@ const (
 	// EOSTermination: after the heal no transaction of the run stays open, and every input
 	// and output partition's last stable offset reaches its end.
 	EOSTermination = "eos-termination"
+	// EOSFold (the stateful variant): each output's aggregate is the fold of exactly the
+	// committed input of its partition up to its record.
+	EOSFold = "eos-fold"
 )
 
 // PipelineGuarantees lists the pipeline guarantees in the order of docs/checker.md.
 var PipelineGuarantees = []string{EOSNoLoss, EOSNoDuplicate, EOSOffsetsMatchOutput, EOSOrder, EOSTxnOutcome, EOSReadCommitted,
-	EOSGenerationFencing, EOSStableFetch, EOSTermination}
+	EOSGenerationFencing, EOSStableFetch, EOSTermination, EOSFold}
 
 // Pipeline coverage requirements a scenario can promise (besides final-read, ops-succeeded
 // and fault-took-hold, which a pipeline run is held to as a lease run is).
@@ -58,6 +63,7 @@ func init() {
 	meanings[EOSOrder] = "per input partition, outputs are committed in input order"
 	meanings[EOSTxnOutcome] = "a transaction reported aborted has no committed output; one reported committed has all of it"
 	meanings[EOSReadCommitted] = "every committed output is made of an input record that was written and not aborted"
+	meanings[EOSFold] = "each output's aggregate is the fold of exactly the committed input up to its record"
 	meanings[EOSTermination] = "after the heal no transaction of the run stays open and every partition's last stable offset reaches its end"
 	for _, g := range PipelineGuarantees {
 		sentinels[g] = fmt.Errorf("%s", g)
@@ -130,6 +136,7 @@ func checkPipeline(_ context.Context, h *history.History, cfg config) *Results {
 		{EOSGenerationFencing, func(r *Result) { c.checkFences(r, c.result(EOSStableFetch)) }},
 		{EOSStableFetch, func(*Result) {}},
 		{EOSTermination, nil},
+		{EOSFold, c.checkFold},
 	} {
 		r := c.result(l.name)
 		if l.name == EOSTermination {
@@ -454,6 +461,74 @@ func (c *pipeRun) checkReadCommitted(r *Result) {
 			Explanation: fmt.Sprintf("output %d/%d (txn op %d of %s) is made of input %s (%s), which %s", o.Partition, o.Offset, o.Txn, o.Member, o.In, o.ID, why)})
 	}
 	r.Details["inputs_aborted"] = len(c.aborted)
+}
+
+// checkFold (the stateful variant): each committed output's aggregate (count, sum) equals the
+// fold of the input records of its partition that were written and not aborted, up to and
+// including its own: what a member that applied each committed input record exactly once
+// holds. A record applied twice, or state restored from the wrong output, shows here even
+// when the outputs themselves are not duplicated.
+func (c *pipeRun) checkFold(r *Result) {
+	switch {
+	case c.h.Meta.Pipeline == nil || !c.h.Meta.Pipeline.Stateful:
+		r.Verdict, r.Details["not_covered"] = VerdictNotCovered, "the run is not stateful"
+		return
+	case len(c.sentIDs) != len(c.sent)+len(c.aborted):
+		// A record that may have landed may be in the fold: the prefix is not known.
+		r.Verdict, r.Details["unknown"] = VerdictUnknown, fmt.Sprintf("%d input records were sent with an unknown outcome", len(c.sentIDs)-len(c.sent)-len(c.aborted))
+		return
+	}
+	folds := map[history.PipeOffset][2]int64{} // per input record: the fold up to it
+	var p int32 = -1
+	var count, sum int64
+	for _, in := range slices.SortedFunc(maps.Keys(c.sent), comparePipeOffsets) {
+		if in.Partition != p {
+			p, count, sum = in.Partition, 0, 0
+		}
+		count++
+		sum += pipeRecordNumber(c.sent[in])
+		folds[in] = [2]int64{count, sum}
+	}
+	// In output order (each input partition's outputs go to one output partition), an
+	// anomaly where an output's error differs from the one before it: once a state went
+	// wrong every later aggregate of the partition carries the same error, and only the
+	// steps where it changed are news.
+	outs := slices.Clone(c.outputs)
+	slices.SortStableFunc(outs, func(a, b history.PipeOutput) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+	})
+	type stream struct{ out, in int32 }
+	prev := map[stream][2]int64{} // per stream, the last output's error (count, sum)
+	wrong := 0
+	for _, o := range outs {
+		want, ok := folds[o.In]
+		if !ok {
+			continue // eos-read-committed says what it is made of
+		}
+		st, off := stream{o.Partition, o.In.Partition}, [2]int64{o.Count - want[0], o.Sum - want[1]}
+		if off != [2]int64{} {
+			wrong++
+		}
+		if off == prev[st] {
+			continue
+		}
+		prev[st] = off
+		if off == [2]int64{} {
+			continue // back to right: the output before it was the news
+		}
+		r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSFold, Log: fmt.Sprintf("output:%d", o.Partition), Ops: []int64{o.Txn},
+			Explanation: fmt.Sprintf("output %d/%d of input %s (txn op %d of %s) carries count %d and sum %d, but the committed input up to it folds to count %d and sum %d",
+				o.Partition, o.Offset, o.In, o.Txn, o.Member, o.Count, o.Sum, want[0], want[1])})
+	}
+	r.Details["outputs_wrong"] = wrong
+	r.Details["outputs_checked"] = len(c.outputs)
+}
+
+// pipeRecordNumber is the number of an input record's id as the workload writes it ("i42" is
+// 42); 0 for another id.
+func pipeRecordNumber(id string) int64 {
+	n, _ := strconv.ParseInt(strings.TrimPrefix(id, "i"), 10, 64)
+	return n
 }
 
 // pipeCoverage judges the coverage of a pipeline run: final-read and ops-succeeded always,

@@ -321,3 +321,40 @@ func TestPipelineInputEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestFold: the stateful variant's outputs carry the fold of their partition's input up to
+// their record (ids i0-N fold to N's sum: the send helper's ids "i0-0", "i0-1" parse as 0, so
+// the sums here are 0 and only the counts tell); one applied twice is off by one.
+func TestFold(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stateful bool
+		bump     bool // the last output of partition 0 counts a record twice
+		want     checker.Verdict
+	}{
+		{"every aggregate the fold of its prefix", true, false, checker.VerdictValid},
+		{"a record applied twice", true, true, checker.VerdictInvalid},
+		{"a run that is not stateful", false, false, checker.VerdictNotCovered},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, outs := valid()
+			b.events[0].Meta.Pipeline.Stateful = tc.stateful
+			for i := range outs {
+				if tc.stateful {
+					outs[i].Count = outs[i].In.Offset + 1
+				}
+			}
+			if tc.bump {
+				outs[3].Count++
+			}
+			b.final(outs, history.PipeOffset{Partition: 0, Offset: 4}, history.PipeOffset{Partition: 1, Offset: 2})
+			r := checkOf(b.check(t), checker.EOSFold)
+			if r.Verdict != tc.want {
+				t.Fatalf("%s %+v %v, want %s", r.Verdict, r.Anomalies, r.Details, tc.want)
+			}
+			if tc.bump && (len(r.Anomalies) != 1 || !strings.Contains(r.Anomalies[0].Explanation, "count 5 and sum 0, but the committed input up to it folds to count 4")) {
+				t.Errorf("anomalies %+v, want output 0/3's count named", r.Anomalies)
+			}
+		})
+	}
+}

@@ -47,7 +47,7 @@ var pipelineMutantChecks = map[string]struct {
 	"group-id-only":       {"pipeline-zombie", []string{checker.EOSGenerationFencing, checker.EOSNoDuplicate}},
 	"offsets-outside-txn": {"pipeline-zombie", []string{checker.EOSGenerationFencing, checker.EOSNoDuplicate, checker.EOSOffsetsMatchOutput}},
 	"read-uncommitted":    {"pipeline-steady", []string{checker.EOSReadCommitted}},
-	"unstable-fetch":      {"pipeline-zombie-commit", []string{checker.EOSStableFetch, checker.EOSNoDuplicate}},
+	"unstable-fetch":      {"pipeline-zombie-commit", []string{checker.EOSStableFetch, checker.EOSFold, checker.EOSNoDuplicate}},
 	"no-rewind":           {"pipeline-txn-faults", []string{checker.EOSNoLoss}},
 }
 

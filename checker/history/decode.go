@@ -605,6 +605,10 @@ func (d *decoder) pipeResult(l *lexer, r *PipeResult) error {
 						o.Member, err = l.str(d)
 					case "generation":
 						o.Generation, err = l.int32()
+					case "count":
+						o.Count, err = l.int(64)
+					case "sum":
+						o.Sum, err = l.int(64)
 					default:
 						err = l.skip(d)
 					}

@@ -58,6 +58,9 @@ type PipelineMeta struct {
 	Protocol string `json:"protocol,omitempty"`
 	// SessionTimeout is the members' session timeout, ns.
 	SessionTimeout int64 `json:"session_timeout_ns,omitempty"`
+	// Stateful says the members kept a running aggregate per input partition, written in
+	// each output (PipeOutput.Count and Sum).
+	Stateful bool `json:"stateful,omitempty"`
 }
 
 // IsPipeline reports whether k is a pipeline operation kind.
@@ -146,6 +149,10 @@ type PipeOutput struct {
 	Txn        int64  `json:"txn"`
 	Member     string `json:"member,omitempty"`
 	Generation int32  `json:"generation,omitempty"`
+	// Count and Sum are the stateful variant's aggregate of the input partition after this
+	// record: how many records were applied and the sum of their numbers (input "i42" is 42).
+	Count int64 `json:"count,omitempty"`
+	Sum   int64 `json:"sum,omitempty"`
 }
 
 // PipeOpenTxn is a transaction a coordinator had open: its transactional id, its state as

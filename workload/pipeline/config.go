@@ -38,6 +38,11 @@ type Config struct {
 	// AbortedInput is the share of input records (0 to 1) the seeder writes in a transaction
 	// that it then aborts: no member may copy them (eos-read-committed). Default 0.
 	AbortedInput float64 `json:"aborted_input,omitempty" yaml:"aborted_input,omitempty"`
+	// Stateful makes the members keep a running aggregate per input partition (the count and
+	// the sum of the records' numbers), written in each output and restored from the last
+	// committed output when a member starts a partition or a transaction did not commit
+	// (eos-fold). Default false.
+	Stateful bool `json:"stateful,omitempty" yaml:"stateful,omitempty"`
 	// MaxPoll is the most records one transaction carries. Default 5.
 	MaxPoll int `json:"max_poll,omitempty" yaml:"max_poll,omitempty"`
 	// Restart is how often, on average, a member leaves the group and a new one joins in its

@@ -91,6 +91,9 @@ type member struct {
 	dial     cluster.DialFunc // the process's links, through gate
 	gate     *gate
 	rng      *rand.Rand
+	// agg are the running aggregates of the stateful variant per input partition, under mu
+	// (state.go): a partition absent is restored before it is applied again.
+	agg map[int32]aggregate
 	// offsetsAt is when the transaction in flight went on past PointAfterProduce to send its
 	// offsets (history time; 0 before): only the member's goroutine uses it.
 	offsetsAt int64
@@ -171,7 +174,7 @@ func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer,
 		wl.members = append(wl.members, &member{
 			wl: wl, name: fmt.Sprintf("m%d", i+1), process: links.ProcessName(n), processN: n,
 			txnID: fmt.Sprintf("%s-m%d", wl.group, i+1), dial: g.dial(dial), gate: g,
-			rng: rand.New(rand.NewPCG(seed, uint64(i+1))), polled: map[int32]int64{},
+			rng: rand.New(rand.NewPCG(seed, uint64(i+1))), polled: map[int32]int64{}, agg: map[int32]aggregate{},
 		})
 	}
 	return wl, nil
@@ -183,6 +186,7 @@ func (wl *Workload) Meta(m *history.Meta) {
 	m.Pipeline = &history.PipelineMeta{
 		Group: wl.group, Input: wl.input, Output: wl.output, Partitions: wl.cfg.Partitions,
 		Member: wl.cfg.Member, Protocol: wl.cfg.Protocol, SessionTimeout: int64(wl.cfg.SessionTimeout.D()),
+		Stateful: wl.cfg.Stateful,
 	}
 }
 
@@ -420,6 +424,11 @@ func (m *member) fetched(f pipeline.Fetch) {
 		starts = append(starts, history.PipeOffset{Partition: p, Offset: o})
 	}
 	sortOffsets(starts)
+	if wl.cfg.Stateful {
+		for _, s := range starts {
+			m.markStale(s.Partition)
+		}
+	}
 	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: began, Process: m.process, Member: m.name, Kind: history.KindFetch,
 		Args: history.Args{Pipe: &history.PipeArgs{Group: wl.group, MemberID: f.MemberID, Generation: f.Generation, Rewind: f.Rewind}}})
 	wl.append(history.Event{Type: history.TypeOK, ID: op, Time: now, Result: history.Result{Pipe: &history.PipeResult{Offsets: starts}}})
@@ -499,10 +508,29 @@ func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Ba
 		args.Offsets = append(args.Offsets, history.PipeOffset{Partition: p, Offset: o})
 	}
 	sortOffsets(args.Offsets)
+	var aggs []aggregate
+	if wl.cfg.Stateful {
+		ids, parts := make([]string, len(b.Records)), make([]int32, len(b.Records))
+		for i, r := range b.Records {
+			ids[i], parts[i] = string(r.Value), r.Partition
+		}
+		var err error
+		if aggs, err = m.apply(ctx, ids, parts); err != nil {
+			// Without its state the batch cannot be made: a new member starts at the
+			// committed offsets and restores again.
+			wl.log.Warn("pipeline member: cannot restore its state", "member", m.name, "err", err)
+			m.markStale(parts...)
+			return pipeline.Result{Outcome: transport.Fail, Err: err, Restart: true}
+		}
+	}
 	outs := make([]pipeline.Output, len(b.Records))
 	for i, r := range b.Records {
-		v, _ := json.Marshal(history.PipeOutput{In: history.PipeOffset{Partition: r.Partition, Offset: r.Offset}, ID: string(r.Value),
-			Txn: op, Member: m.name, Generation: b.Generation})
+		o := history.PipeOutput{In: history.PipeOffset{Partition: r.Partition, Offset: r.Offset}, ID: string(r.Value),
+			Txn: op, Member: m.name, Generation: b.Generation}
+		if aggs != nil {
+			o.Count, o.Sum = aggs[i].count, aggs[i].sum
+		}
+		v, _ := json.Marshal(o)
 		outs[i] = pipeline.Output{Partition: r.Partition, Key: r.Key, Value: v}
 	}
 	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: wl.now(), Process: m.process, Member: m.name, Kind: history.KindTxn,
@@ -526,6 +554,12 @@ func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Ba
 		e.Type, e.Error, e.Message = history.TypeInfo, errorClass(res.Err), errText(res.Err)
 	}
 	wl.append(e)
+	if res.Outcome != transport.OK && wl.cfg.Stateful {
+		// The aggregates went on with the batch; what was committed is what counts.
+		for _, r := range b.Records {
+			m.markStale(r.Partition)
+		}
+	}
 	return res
 }
 

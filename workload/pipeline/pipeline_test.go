@@ -80,10 +80,17 @@ func TestPipelineRunIsExactlyOnce(t *testing.T) {
 		t.Skip("runs a pipeline for 8 s")
 	}
 	t.Parallel()
-	for _, member := range []string{"plain", "session"} {
-		t.Run(member, func(t *testing.T) {
+	for _, tc := range []struct {
+		member   string
+		stateful bool
+	}{{"plain", false}, {"session", false}, {"plain", true}} {
+		name := tc.member
+		if tc.stateful {
+			name += "/stateful"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg := pipeline.Config{Member: member, Processes: 2, Members: 3, Partitions: 4, Restart: units.Duration(3 * time.Second)}
+			cfg := pipeline.Config{Member: tc.member, Processes: 2, Members: 3, Partitions: 4, Restart: units.Duration(3 * time.Second), Stateful: tc.stateful}
 			h, st := run(t, cfg, 8*time.Second)
 			t.Logf("%+v", st)
 			if h.Format != history.FormatPipeline || h.Meta.Workload != history.WorkloadPipeline {
@@ -113,6 +120,10 @@ func TestPipelineRunIsExactlyOnce(t *testing.T) {
 			}
 			if outputs == 0 {
 				t.Fatal("the final read found no output")
+			}
+			// A stateful run's aggregates were checked, each one right.
+			if fold := checkOf(res, checker.EOSFold); tc.stateful && (fold.Verdict != checker.VerdictValid || fold.Details["outputs_wrong"] != 0) {
+				t.Errorf("eos-fold %s %v, want valid with every aggregate right", fold.Verdict, fold.Details)
 			}
 		})
 	}
