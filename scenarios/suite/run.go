@@ -104,6 +104,10 @@ func (f *File) Plan(noReuse bool) ([]*plannedCell, error) {
 					c.Status, c.Note = StatusSkipped, "group "+g.Name+" runs on "+strings.Join(g.Systems, ", ")
 				case ex.Skip != "":
 					c.Status, c.Note = StatusSkipped, ex.Skip
+				case s.Workload.IsPipeline() && strings.HasPrefix(c.transport, "exec:"):
+					// A system's exec transport is a lease client; a pipeline runs
+					// fencecheck's own members.
+					c.Status, c.Note = StatusSkipped, "a pipeline runs fencecheck's own members: the exec protocol does not serve pipelines yet"
 				case err != nil:
 					c.Status, c.Note = StatusSkipped, err.Error()
 				}
