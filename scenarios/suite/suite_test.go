@@ -46,6 +46,35 @@ func TestBadSuiteFiles(t *testing.T) {
 // TestNightlyPlan: the built-in nightly loads; its plan shares a cluster per system for the
 // link scenarios and the pipelines that fault no broker, gives the others their own, and
 // skips isolate-broker and the pipeline's broker kills on kfake with the reason.
+// TestMatrixSkipsPipelinesOnAdapters: the matrix's pipelines run on its cluster columns and
+// are skipped, with the reason, on the columns of an exec adapter.
+func TestMatrixSkipsPipelinesOnAdapters(t *testing.T) {
+	f, err := Find("matrix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := f.Plan(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, c := range cells {
+		if c.Group != "pipelines" {
+			continue
+		}
+		exec := strings.HasPrefix(c.transport, "exec:")
+		if skipped := c.Status == StatusSkipped && strings.Contains(c.Note, "exec protocol does not serve pipelines"); skipped != exec {
+			t.Errorf("%s on %s (transport %q): status %s (%s)", c.Scenario, c.System, c.transport, c.Status, c.Note)
+		}
+		if c.Status != StatusSkipped {
+			ran++
+		}
+	}
+	if ran == 0 {
+		t.Error("no pipeline cell of the matrix runs")
+	}
+}
+
 func TestNightlyPlan(t *testing.T) {
 	f, err := Find("nightly")
 	if err != nil {
