@@ -20,8 +20,9 @@ func newShrink() *cobra.Command {
 		Long: `shrink starts from a failing run directory: its expanded scenario (run.json), with a random
 fault schedule replaced by the explicit script of the faults the run injected. It then tries
 smaller scenarios one at a time (fewer faults, a shorter run, shorter and earlier faults, fewer
-processes, roles, members and readers, a lower rate) and keeps each one that still breaks one
-of the guarantees the run broke. Each candidate runs --tries times on seeds S, S+1, ... (S the
+processes, roles, members and readers, a lower rate; for a pipeline run fewer processes,
+members and input partitions, no restarts, aborted input or state, a lower input rate) and
+keeps each one that still breaks one of the guarantees the run broke. Each candidate runs --tries times on seeds S, S+1, ... (S the
 run's seed), with the run's transport and cluster kind; it fails when any try fails the same
 guarantee (or --min-fails tries).
 

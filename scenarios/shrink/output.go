@@ -127,9 +127,13 @@ func repeatCommand(file, transport string) string {
 	return "fencecheck run " + scenarios.ShellQuote(file) + " --transport " + scenarios.ShellQuote(transport)
 }
 
-// overrides renders ws as a YAML mapping of its preset and the fields that differ from it.
+// overrides renders ws as a YAML mapping of its preset and the fields that differ from it; a
+// pipeline workload as its kind and pipeline settings (it has no preset).
 func overrides(ws scenarios.WorkloadSpec) (yaml.Node, error) {
 	var out yaml.Node
+	if ws.IsPipeline() {
+		return out, out.Encode(ws)
+	}
 	base, err := workload.Preset(ws.Preset)
 	if err != nil {
 		return out, err

@@ -10,6 +10,7 @@ import (
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/workload"
+	"github.com/fencecheck/fencecheck/workload/pipeline"
 )
 
 type step = nemesis.Step
@@ -34,6 +35,46 @@ type reduction func(p plan) []cand
 // turn).
 var reductions = []reduction{shortenRun, dropFaults, cutProcesses, cutRoles, cutMembers, cutReaders,
 	shortenFaults, earlierFaults, lowerRate}
+
+// pipeReductions are a pipeline run's, in the same spirit: its shape is processes, members
+// and input partitions, and its extras (members leaving, aborted input, state) are dropped
+// one at a time.
+var pipeReductions = []reduction{shortenRun, dropFaults, cutPipeProcesses, cutPipeMembers, cutPartitions, calmPipeline,
+	shortenFaults, earlierFaults, lowerPipeRate}
+
+// reductions returns the reductions of p's workload.
+func (p plan) reductions() []reduction {
+	if p.s.Workload.IsPipeline() {
+		return pipeReductions
+	}
+	return reductions
+}
+
+// unit is the time a run needs to show anything: a lease run's lease, a pipeline's session
+// timeout (a member frozen for less is no zombie).
+func (p plan) unit() time.Duration {
+	if p.s.Workload.IsPipeline() {
+		return p.pipeline().SessionTimeout.D()
+	}
+	return p.s.Workload.Lease.D()
+}
+
+// pipeline returns p's pipeline settings with their defaults (the scenario was validated, so
+// they are valid).
+func (p plan) pipeline() pipeline.Config {
+	c, _ := p.s.Workload.PipelineConfig()
+	return c
+}
+
+// withPipeline returns p with its pipeline settings changed by change, in a copy: the
+// scenario's may be shared with the catalogue's.
+func (p plan) withPipeline(change func(*pipeline.Config)) plan {
+	q := p.clone()
+	c := q.pipeline()
+	change(&c)
+	q.s.Workload.Pipeline = &c
+	return q
+}
 
 // round is the grain of every shortened duration.
 const round = 100 * time.Millisecond
@@ -77,7 +118,7 @@ func dropFaults(p plan) []cand {
 // reproduce (measured: 4 s runs of a 2 s lease failed 3 to 4 times in 5).
 func shortenRun(p plan) []cand {
 	d := p.s.Duration.D()
-	floor := 3 * p.s.Workload.Lease.D()
+	floor := 3 * p.unit()
 	var out []cand
 	for _, f := range []float64{0.25, 0.5, 0.75} {
 		nd := time.Duration(float64(d) * f).Round(round)
@@ -151,7 +192,7 @@ func cutReaders(p plan) []cand {
 
 // shortenFaults halves each lasting step's window, down to one lease.
 func shortenFaults(p plan) []cand {
-	lease := p.s.Workload.Lease.D()
+	lease := p.unit()
 	var out []cand
 	for i, st := range p.steps {
 		nf := (st.For.D() / 2).Round(round)
@@ -222,6 +263,77 @@ func lowerRate(p plan) []cand {
 	return out
 }
 
+func cutPipeProcesses(p plan) []cand {
+	c := p.pipeline()
+	var out []cand
+	for _, n := range smaller(c.Processes, 1) {
+		q := p.withPipeline(func(c *pipeline.Config) { c.Processes = n })
+		q.steps = remapSteps(q.steps, n, 0)
+		out = append(out, cand{q, fmt.Sprintf("%d processes", n)})
+	}
+	return out
+}
+
+// cutPipeMembers tries fewer members, never fewer than two: a zombie needs another member to
+// take its partitions.
+func cutPipeMembers(p plan) []cand {
+	c := p.pipeline()
+	var out []cand
+	for _, n := range smaller(c.Members, 2) {
+		out = append(out, cand{p.withPipeline(func(c *pipeline.Config) { c.Members = n }), fmt.Sprintf("%d members", n)})
+	}
+	return out
+}
+
+// cutPartitions tries fewer input partitions; a step's role inK becomes in(K mod n).
+func cutPartitions(p plan) []cand {
+	c := p.pipeline()
+	var out []cand
+	for _, n := range smaller(int(c.Partitions), 1) {
+		q := p.withPipeline(func(c *pipeline.Config) { c.Partitions = int32(n) })
+		for i := range q.steps {
+			t := &q.steps[i].Target
+			t.Role, t.Processes.Role, t.Brokers.Role = remapPartition(t.Role, n), remapPartition(t.Processes.Role, n), remapPartition(t.Brokers.Role, n)
+		}
+		out = append(out, cand{q, fmt.Sprintf("%d partitions", n)})
+	}
+	return out
+}
+
+func remapPartition(role string, partitions int) string {
+	n, err := strconv.Atoi(strings.TrimPrefix(role, "in"))
+	if err != nil || !strings.HasPrefix(role, "in") || n < partitions {
+		return role
+	}
+	return pipeline.PartitionRole(int32(n % partitions))
+}
+
+// calmPipeline drops what a pipeline does besides copying, one at a time: members leaving
+// and rejoining, aborted input, state.
+func calmPipeline(p plan) []cand {
+	c := p.pipeline()
+	var out []cand
+	if c.Restart > 0 {
+		out = append(out, cand{p.withPipeline(func(c *pipeline.Config) { c.Restart = 0 }), "no member restarts"})
+	}
+	if c.AbortedInput > 0 {
+		out = append(out, cand{p.withPipeline(func(c *pipeline.Config) { c.AbortedInput = 0 }), "no aborted input"})
+	}
+	if c.Stateful {
+		out = append(out, cand{p.withPipeline(func(c *pipeline.Config) { c.Stateful = false }), "not stateful"})
+	}
+	return out
+}
+
+// lowerPipeRate halves the input rate, down to 5 records a second.
+func lowerPipeRate(p plan) []cand {
+	c := p.pipeline()
+	if c.Rate/2 < 5 {
+		return nil
+	}
+	return []cand{{p.withPipeline(func(c *pipeline.Config) { c.Rate /= 2 }), fmt.Sprintf("input rate %g/s", c.Rate/2)}}
+}
+
 // remapSteps rewrites the steps' process ids and roles for a run with fewer processes or
 // roles: process pK becomes p((K-1) mod processes + 1), role rK becomes r((K-1) mod roles + 1).
 // A step whose targets thereby repeat keeps one of each.
@@ -249,7 +361,7 @@ func remapSteps(steps []step, processes, roles int) []step {
 
 func remapRole(role string, roles int) string {
 	n, err := strconv.Atoi(strings.TrimPrefix(role, "r"))
-	if err != nil || !strings.HasPrefix(role, "r") || n <= roles {
+	if err != nil || !strings.HasPrefix(role, "r") || n <= roles || roles <= 0 {
 		return role
 	}
 	return workload.RoleName((n - 1) % roles)

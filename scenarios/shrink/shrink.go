@@ -63,14 +63,19 @@ const embeddedParallel = 4
 
 // Shape is what a scenario's size is measured by.
 type Shape struct {
-	Faults    int           `json:"faults"`
-	Processes int           `json:"processes"`
-	Roles     int           `json:"roles"`
-	Members   int           `json:"members"`
-	Duration  time.Duration `json:"duration_ns"`
+	Faults    int `json:"faults"`
+	Processes int `json:"processes"`
+	Roles     int `json:"roles"`
+	Members   int `json:"members"`
+	// Partitions is a pipeline run's input partitions (its roles); 0 in a lease run's.
+	Partitions int           `json:"partitions,omitempty"`
+	Duration   time.Duration `json:"duration_ns"`
 }
 
 func (s Shape) String() string {
+	if s.Partitions > 0 {
+		return fmt.Sprintf("%d faults, %d processes, %d members, %d partitions, %v", s.Faults, s.Processes, s.Members, s.Partitions, s.Duration)
+	}
 	return fmt.Sprintf("%d faults, %d processes × %d roles × %d members, %v", s.Faults, s.Processes, s.Roles, s.Members, s.Duration)
 }
 
@@ -148,6 +153,10 @@ type plan struct {
 
 func (p plan) shape() Shape {
 	w := p.s.Workload
+	if w.IsPipeline() {
+		c := p.pipeline()
+		return Shape{Faults: len(p.steps), Processes: c.Processes, Members: c.Members, Partitions: int(c.Partitions), Duration: p.s.Duration.D()}
+	}
 	return Shape{Faults: len(p.steps), Processes: w.Processes, Roles: w.Roles, Members: w.MembersPerRole, Duration: p.s.Duration.D()}
 }
 
@@ -265,17 +274,17 @@ func run(ctx context.Context, o *Origin, opts Options, try tryFunc) (*Result, er
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	if o.Scenario.Workload.IsPipeline() {
-		// Its reductions (processes, roles, members, the load) are the lease workload's.
-		return nil, fmt.Errorf("%w: %s is a pipeline run; shrink reduces lease runs only (yet): repeat it with the command in its report", ErrNotShrinkable, o.Dir)
-	}
 	target := opts.Guarantees
 	if len(target) == 0 {
 		target = o.Failed
 	}
+	known := checker.Guarantees
+	if o.Scenario.Workload.IsPipeline() {
+		known = checker.PipelineGuarantees
+	}
 	for _, g := range target {
-		if !slices.Contains(checker.Guarantees, g) {
-			return nil, fmt.Errorf("%w: guarantee %q is not one of %s", ErrNotShrinkable, g, strings.Join(checker.Guarantees, ", "))
+		if !slices.Contains(known, g) {
+			return nil, fmt.Errorf("%w: guarantee %q is not one of %s", ErrNotShrinkable, g, strings.Join(known, ", "))
 		}
 	}
 	sh := &shrinker{o: o, opts: opts, target: target, began: time.Now(), run: try}
@@ -538,7 +547,7 @@ func (sh *shrinker) eval(ctx context.Context, p plan, what string) bool {
 func (sh *shrinker) search(ctx context.Context) {
 	for ctx.Err() == nil {
 		progress := false
-		for _, r := range reductions {
+		for _, r := range sh.best.reductions() {
 			for ctx.Err() == nil {
 				kept := false
 				for _, c := range r(sh.best) {
