@@ -5,6 +5,7 @@ package scenarios_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
@@ -220,5 +222,51 @@ promises: [fault-took-hold]
 		if !slices.ContainsFunc(descs, func(d string) bool { return strings.Contains(d, want) }) {
 			t.Errorf("no fault window says %q: %q", want, descs)
 		}
+	}
+}
+
+// TestPartitionTxnIDsFenceTheZombie: with a transactional id per input partition (the older
+// style of exactly-once) the new owner's producer fences the zombie's, so pipeline-zombie
+// stays valid even for a member that sends its offsets with the group id alone
+// (mutant:group-id-only, invalid with an id per member: selftest): the zombie's transaction is
+// refused (txn-aborted, promised by the scenario, must hold) and every transaction ran under
+// its partition's id.
+func TestPartitionTxnIDsFenceTheZombie(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs pipeline-zombie twice")
+	}
+	base, _, err := scenarios.Builtin("pipeline-zombie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, member := range []string{"", "mutant:group-id-only"} {
+		t.Run(map[string]string{"": "plain"}[member]+member, func(t *testing.T) {
+			s := *base
+			s.Duration = units.Duration(12 * time.Second)
+			cfg, err := s.Workload.PipelineConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.TxnIDs = "partition"
+			s.Workload.Pipeline = &cfg
+			run := func() (*harness.Outcome, error) {
+				return harness.Run(context.Background(), &s, harness.Options{Root: t.TempDir(), Seed: 2, Transport: member})
+			}
+			out, err := run()
+			out = mustBeValid(t, s.Name, scenarios.KindEmbedded, 2, out, err, run)
+			h, err := history.ReadFile(out.Dir.History())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, op := range h.All() {
+				if op.Kind != history.KindTxn {
+					continue
+				}
+				want := fmt.Sprintf("%s-in-%d", h.Meta.Pipeline.Group, op.Args.Pipe.Inputs[0].Partition)
+				if op.Args.Pipe.TransactionalID != want || len(op.Args.Pipe.Offsets) != 1 {
+					t.Fatalf("txn op %d ran under %q with offsets %v, want %q and one partition", op.ID, op.Args.Pipe.TransactionalID, op.Args.Pipe.Offsets, want)
+				}
+			}
+		})
 	}
 }

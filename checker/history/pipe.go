@@ -61,6 +61,9 @@ type PipelineMeta struct {
 	// Stateful says the members kept a running aggregate per input partition, written in
 	// each output (PipeOutput.Count and Sum).
 	Stateful bool `json:"stateful,omitempty"`
+	// TxnIDs is whose transactional ids the members used: member, or partition (one per
+	// input partition, shared by the members). Absent in older histories: member.
+	TxnIDs string `json:"txn_ids,omitempty"`
 }
 
 // IsPipeline reports whether k is a pipeline operation kind.

@@ -14,16 +14,21 @@ import (
 )
 
 // clientOpts returns the options both members' clients share: the connection's, the group's
-// (read committed, stable offset fetches, no auto-commit: offsets are committed only in the
-// transactions) and the producer's (the member's transactional id, output partition =
-// input partition).
-// kgo always fetches a group's offsets stable when it is assigned partitions.
+// and the producer's with the member's transactional id.
 func clientOpts(cfg Config) ([]kgo.Opt, error) {
 	opts, err := transport.ClientOptions(cfg.Conn)
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts,
+	opts = append(opts, groupOpts(cfg)...)
+	return append(opts, append(producerOpts(cfg), kgo.TransactionalID(cfg.TransactionalID))...), nil
+}
+
+// groupOpts are a member's consumer options: read committed, no auto-commit (offsets are
+// committed only in the transactions), the group's timings and protocol. kgo always fetches a
+// group's offsets stable when it is assigned partitions.
+func groupOpts(cfg Config) []kgo.Opt {
+	opts := []kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Input),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -32,16 +37,22 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
 		// kgo's default (3 s) would outlast a short session.
 		kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/3)),
-		kgo.TransactionalID(cfg.TransactionalID),
-		kgo.TransactionTimeout(cfg.Conn.LeaseDuration),
-		kgo.DefaultProduceTopic(cfg.Output),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-	)
+	}
 	if cfg.Protocol == ProtocolConsumer {
 		// KIP-848: the coordinator assigns; kgo needs a balancer the server side knows.
 		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
 	}
-	return opts, nil
+	return opts
+}
+
+// producerOpts are a member's transactional producer's options but its transactional id:
+// the transaction timeout, output partition = input partition.
+func producerOpts(cfg Config) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.TransactionTimeout(cfg.Conn.LeaseDuration),
+		kgo.DefaultProduceTopic(cfg.Output),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	}
 }
 
 // poll returns at most max records cl polled, and the group metadata after the poll.

@@ -66,6 +66,13 @@ type Config struct {
 	// TransactionalID is the member's own transactional id (EOS v2: one producer per member,
 	// fenced across rebalances by the group's generation). Required.
 	TransactionalID string
+	// TxnIDPerPartition makes the member use one transactional producer per input partition,
+	// its id PartitionTransactionalID(TransactionalID, partition), the same in every member:
+	// the older style of exactly-once (Kafka Streams' exactly_once before KIP-447, Flink's
+	// sink), where a new owner's producer fences the old owner's by the id's epoch. Each
+	// Transact then takes a batch of one partition. The plain member only: a session has one
+	// producer.
+	TxnIDPerPartition bool
 	// SessionTimeout is how long the group coordinator waits for the member's heartbeat before
 	// it takes its partitions away. Default DefaultSessionTimeout. RebalanceTimeout, how long a
 	// rebalance waits for the member to rejoin, defaults to it. Under ProtocolConsumer the
@@ -157,6 +164,7 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("Output", "%q is the input topic too", c.Output)
 	case c.TransactionalID == "":
 		return bad("TransactionalID", "required")
+
 	case c.SessionTimeout < 0:
 		return bad("SessionTimeout", "must not be negative, got %v", c.SessionTimeout)
 	case c.RebalanceTimeout < 0:
@@ -289,6 +297,8 @@ func New(ctx context.Context, kind string, cfg Config) (Member, error) {
 	// Each constructor's result is returned only when it is not nil: a nil *plain in the
 	// interface would not be a nil Member.
 	switch flaw, isMutant := mutant(kind); {
+	case kind == KindSession && cfg.TxnIDPerPartition:
+		return nil, fmt.Errorf("%w: TxnIDPerPartition: a %s member has one producer", transport.ErrInvalidConfig, KindSession)
 	case kind == KindSession:
 		m, err := newSession(ctx, cfg)
 		if err != nil {

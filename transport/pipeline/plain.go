@@ -33,31 +33,74 @@ type plain struct {
 	// inputID is the input topic's id, which TxnOffsetCommit v6 (KIP-1319) names the topic
 	// by; looked up once.
 	inputID [16]byte
+	// producers are the producers per input partition under Config.TxnIDPerPartition (cl is
+	// then the consumer only); nil otherwise: cl produces.
+	producers *partitionProducers
 }
 
 func newPlain(_ context.Context, cfg Config, flaw string) (*plain, error) {
+	m := &plain{cfg: cfg, flaw: flaw}
 	opts, err := clientOpts(cfg)
+	if cfg.TxnIDPerPartition {
+		// The member's client consumes; each input partition's producer is its own.
+		var conn []kgo.Opt
+		if conn, err = transport.ClientOptions(cfg.Conn); err == nil {
+			m.producers = newPartitionProducers(cfg, append(slices.Clone(conn), producerOpts(cfg)...))
+			opts = append(conn, groupOpts(cfg)...)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	opts = append(opts, kgo.BlockRebalanceOnPoll())
+	// What the member does on an assignment, before kgo fetches where to start.
+	var onAssigned []func(context.Context, *kgo.Client, map[string][]int32)
 	var adjust func(map[int32]kgo.Offset)
 	switch flaw {
 	case mutantReadUncommitted:
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadUncommitted())) // the last one counts
 	case mutantUnstableFetch:
-		var onAssigned kgo.Opt
-		onAssigned, adjust = unstableStart(cfg)
-		opts = append(opts, onAssigned)
+		var fetch func(context.Context, *kgo.Client, map[string][]int32)
+		fetch, adjust = unstableStart(cfg)
+		onAssigned = append(onAssigned, fetch)
+	}
+	if ps := m.producers; ps != nil {
+		onAssigned = append(onAssigned, func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+			ps.assigned(ctx, assigned[cfg.Input])
+			cl.ResumeFetchPartitions(map[string][]int32{cfg.Input: assigned[cfg.Input]})
+		})
+		gone := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { ps.revoked(lost[cfg.Input]) }
+		opts = append(opts, kgo.OnPartitionsRevoked(gone), kgo.OnPartitionsLost(gone))
+	}
+	if len(onAssigned) > 0 {
+		opts = append(opts, kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+			for _, f := range onAssigned {
+				f(ctx, cl, assigned)
+			}
+		}))
 	}
 	var made atomic.Pointer[kgo.Client]
 	opts = append(opts, reportStarts(cfg, &made, adjust))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
+	if m.cl, err = kgo.NewClient(opts...); err != nil {
 		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrInvalidConfig, Err: err, Stage: transport.StageLocal}
 	}
-	made.Store(cl)
-	return &plain{cfg: cfg, cl: cl, flaw: flaw}, nil
+	made.Store(m.cl)
+	return m, nil
+}
+
+// producer returns the client that produces b's transaction: the member's own, or under
+// Config.TxnIDPerPartition the producer of b's one input partition.
+func (m *plain) producer(b Batch) (*kgo.Client, error) {
+	if m.producers == nil {
+		return m.cl, nil
+	}
+	p := b.Records[0].Partition
+	for _, r := range b.Records {
+		if r.Partition != p {
+			return nil, errMixedBatch
+		}
+	}
+	return m.producers.get(p)
 }
 
 // Poll polls; an empty batch lets a waiting rebalance go on at once, a batch holds it until
@@ -83,30 +126,51 @@ func (m *plain) Transact(ctx context.Context, b Batch, outs []Output) (res Resul
 		// transaction open.
 		return Result{Outcome: transport.Fail, Err: errNoOutput}
 	}
-	if err := m.cl.BeginTransaction(); err != nil {
+	prod, err := m.producer(b)
+	if err != nil {
+		return Result{Outcome: transport.Fail, Err: err}
+	}
+	if m.producers != nil {
+		// A producer fenced, or failed for good, is not used again: the partition waits for
+		// its next assignment, or the next use makes another.
+		defer func() {
+			switch p := b.Records[0].Partition; {
+			case errors.Is(res.Err, ErrFenced):
+				// The partition is another member's now: stop reading it until it is
+				// assigned again, rather than poll and refuse its records in a loop
+				// until the group tells this member it lost it.
+				m.producers.fenced(p, prod)
+				m.cl.PauseFetchPartitions(map[string][]int32{m.cfg.Input: {p}})
+			case res.Restart:
+				m.producers.drop(b.Records[0].Partition, prod)
+				res.Restart = false
+			}
+		}()
+	}
+	if err := prod.BeginTransaction(); err != nil {
 		return Result{Outcome: transport.Fail, Err: err, Restart: true}
 	}
-	if err := m.cl.ProduceSync(ctx, records(outs)...).FirstErr(); err != nil {
-		return m.abort(ctx, transport.FencingToken{}, err)
+	if err := prod.ProduceSync(ctx, records(outs)...).FirstErr(); err != nil {
+		return m.abort(ctx, prod, transport.FencingToken{}, err)
 	}
-	tok := token(ctx, m.cl)
+	tok := token(ctx, prod)
 	m.cfg.pause(ctx, PointAfterProduce)
 	if m.flaw == mutantOffsetsOutsideTxn {
 		m.cfg.pause(ctx, PointBeforeCommit)
-		return m.commitThenOffsets(ctx, tok, b)
+		return m.commitThenOffsets(ctx, prod, tok, b)
 	}
-	if err := m.sendOffsets(ctx, tok, b); err != nil {
-		return m.abort(ctx, tok, err)
+	if err := m.sendOffsets(ctx, prod, tok, b); err != nil {
+		return m.abort(ctx, prod, tok, err)
 	}
 	m.cfg.pause(ctx, PointBeforeCommit)
-	if err := m.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		if errors.Is(err, kerr.OperationNotAttempted) { // kgo did not send the commit
-			return m.abort(ctx, tok, err)
+			return m.abort(ctx, prod, tok, err)
 		}
 		// kgo's documented answer to a commit of unknown outcome: abort, which bumps the
 		// epoch and fences the transaction if it is still open. Whether it had committed
 		// stays unknown.
-		_ = m.cl.EndTransaction(ctx, kgo.TryAbort)
+		_ = prod.EndTransaction(ctx, kgo.TryAbort)
 		return Result{Outcome: transport.Unknown, Token: tok, Err: err, Restart: true}
 	}
 	return Result{Outcome: transport.OK, Token: tok}
@@ -116,15 +180,15 @@ func (m *plain) Transact(ctx context.Context, b Batch, outs []Output) (res Resul
 // transaction cannot commit whatever the abort does: the outcome is Fail. An abort that fails
 // twice (kgo documents that a retry heals a failed one) leaves the client in its transaction:
 // the member must be restarted.
-func (m *plain) abort(ctx context.Context, tok transport.FencingToken, cause error) Result {
+func (m *plain) abort(ctx context.Context, prod *kgo.Client, tok transport.FencingToken, cause error) Result {
 	if tok.IsZero() {
-		tok = token(ctx, m.cl)
+		tok = token(ctx, prod)
 	}
 	res := Result{Outcome: transport.Fail, Token: tok}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.Conn.RequestTimeout)
 	defer cancel()
-	if err := m.cl.EndTransaction(actx, kgo.TryAbort); err != nil {
-		if err2 := m.cl.EndTransaction(actx, kgo.TryAbort); err2 != nil {
+	if err := prod.EndTransaction(actx, kgo.TryAbort); err != nil {
+		if err2 := prod.EndTransaction(actx, kgo.TryAbort); err2 != nil {
 			cause = errors.Join(cause, fmt.Errorf("abort: %w", err2))
 			res.Restart = true
 		}
@@ -138,12 +202,16 @@ func (m *plain) abort(ctx context.Context, tok transport.FencingToken, cause err
 
 // sendOffsets adds the group's offsets to the transaction and commits b's offsets in it with
 // b's group metadata.
-func (m *plain) sendOffsets(ctx context.Context, tok transport.FencingToken, b Batch) error {
+func (m *plain) sendOffsets(ctx context.Context, prod *kgo.Client, tok transport.FencingToken, b Batch) error {
+	txnID := m.cfg.TransactionalID
+	if m.producers != nil {
+		txnID = PartitionTransactionalID(txnID, b.Records[0].Partition)
+	}
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID = m.cfg.TransactionalID
+	add.TransactionalID = txnID
 	add.ProducerID, add.ProducerEpoch = tok.ProducerID, tok.Epoch
 	add.Group = m.cfg.Group
-	addResp, err := add.RequestWith(ctx, m.cl)
+	addResp, err := add.RequestWith(ctx, prod)
 	if err == nil {
 		err = kerr.ErrorForCode(addResp.ErrorCode)
 	}
@@ -151,7 +219,7 @@ func (m *plain) sendOffsets(ctx context.Context, tok transport.FencingToken, b B
 		return fmt.Errorf("AddOffsetsToTxn: %w", err)
 	}
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.TransactionalID = m.cfg.TransactionalID
+	req.TransactionalID = txnID
 	req.Group = m.cfg.Group
 	req.ProducerID, req.ProducerEpoch = tok.ProducerID, tok.Epoch
 	req.MemberID, req.Generation = b.MemberID, b.Generation
@@ -177,7 +245,7 @@ func (m *plain) sendOffsets(ctx context.Context, tok transport.FencingToken, b B
 		t.Partitions = append(t.Partitions, tp)
 	}
 	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, m.cl)
+	resp, err := req.RequestWith(ctx, prod)
 	if err != nil {
 		return fmt.Errorf("TxnOffsetCommit: %w", err)
 	}
@@ -199,9 +267,9 @@ func (m *plain) sendOffsets(ctx context.Context, tok transport.FencingToken, b B
 // commitThenOffsets is the offsets-outside-txn mutant's end of a transaction: it commits the
 // outputs, then the offsets with a plain OffsetCommit (with the group's metadata, as a
 // consumer's own commit carries).
-func (m *plain) commitThenOffsets(ctx context.Context, tok transport.FencingToken, b Batch) Result {
-	if err := m.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		_ = m.cl.EndTransaction(ctx, kgo.TryAbort)
+func (m *plain) commitThenOffsets(ctx context.Context, prod *kgo.Client, tok transport.FencingToken, b Batch) Result {
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		_ = prod.EndTransaction(ctx, kgo.TryAbort)
 		return Result{Outcome: transport.Unknown, Token: tok, Err: err}
 	}
 	offsets := map[int32]kgo.EpochOffset{}
@@ -254,17 +322,22 @@ func (m *plain) rewind(ctx context.Context, b Batch) bool {
 
 // Close leaves the group without waiting for a polled batch to be transacted: with
 // BlockRebalanceOnPoll a plain Close would wait for it forever.
-func (m *plain) Close() { m.cl.CloseAllowingRebalance() }
+func (m *plain) Close() {
+	m.cl.CloseAllowingRebalance()
+	if m.producers != nil {
+		m.producers.close()
+	}
+}
 
 // unstableStart is the unstable-fetch mutant's start on newly assigned partitions: kgo always
 // fetches stable, so the mutant fetches the offsets itself, without require_stable, when it is
 // assigned partitions (before kgo's own fetch), and starts there instead of where kgo's
-// fetch says, as a client that fetched unstable would. It returns the option that fetches,
-// and the adjustment of kgo's starts (see reportStarts).
-func unstableStart(cfg Config) (kgo.Opt, func(map[int32]kgo.Offset)) {
+// fetch says, as a client that fetched unstable would. It returns what fetches on an
+// assignment, and the adjustment of kgo's starts (see reportStarts).
+func unstableStart(cfg Config) (func(context.Context, *kgo.Client, map[string][]int32), func(map[int32]kgo.Offset)) {
 	var mu sync.Mutex
 	taken := map[int32]int64{}
-	return kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	return func(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 			if len(assigned[cfg.Input]) == 0 {
 				return
 			}
@@ -281,7 +354,7 @@ func unstableStart(cfg Config) (kgo.Opt, func(map[int32]kgo.Offset)) {
 				}
 				taken[p] = o
 			}
-		}), func(offsets map[int32]kgo.Offset) {
+		}, func(offsets map[int32]kgo.Offset) {
 			mu.Lock()
 			defer mu.Unlock()
 			for p := range offsets {

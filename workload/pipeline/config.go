@@ -38,6 +38,11 @@ type Config struct {
 	// AbortedInput is the share of input records (0 to 1) the seeder writes in a transaction
 	// that it then aborts: no member may copy them (eos-read-committed). Default 0.
 	AbortedInput float64 `json:"aborted_input,omitempty" yaml:"aborted_input,omitempty"`
+	// TxnIDs is whose transactional ids the members use: member (default: one producer per
+	// member, EOS v2, fenced across rebalances by the group's generation) or partition (one
+	// producer per input partition, the id shared by every member: the older style, where a
+	// new owner's producer fences the old owner's by the id's epoch; the plain member only).
+	TxnIDs string `json:"txn_ids,omitempty" yaml:"txn_ids,omitempty"`
 	// Stateful makes the members keep a running aggregate per input partition (the count and
 	// the sum of the records' numbers), written in each output and restored from the last
 	// committed output when a member starts a partition or a transaction did not commit
@@ -56,6 +61,12 @@ type Config struct {
 	// RequestTimeout bounds each request of a member. Default 5s.
 	RequestTimeout units.Duration `json:"request_timeout,omitempty" yaml:"request_timeout,omitempty"`
 }
+
+// The values of Config.TxnIDs.
+const (
+	TxnIDsMember    = "member"
+	TxnIDsPartition = "partition"
+)
 
 // Validate reports the first field of c that cannot run, naming it (ErrConfig).
 func (c Config) Validate() error {
@@ -130,6 +141,17 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	if c.Protocol != pipeline.ProtocolClassic && c.Protocol != pipeline.ProtocolConsumer {
 		return bad("protocol", "%q, want %s or %s", c.Protocol, pipeline.ProtocolClassic, pipeline.ProtocolConsumer)
+	}
+	switch c.TxnIDs {
+	case "":
+		c.TxnIDs = TxnIDsMember
+	case TxnIDsMember:
+	case TxnIDsPartition:
+		if c.Member == pipeline.KindSession {
+			return bad("txn_ids", "%s: the %s member has one producer; use member", c.TxnIDs, pipeline.KindSession)
+		}
+	default:
+		return bad("txn_ids", "%q, want %s or %s", c.TxnIDs, TxnIDsMember, TxnIDsPartition)
 	}
 	if c.TransactionTimeout.D() < c.RequestTimeout.D() {
 		return bad("transaction_timeout", "%v is shorter than the request timeout %v: a transaction would time out while its commit is still allowed to run", c.TransactionTimeout, c.RequestTimeout)

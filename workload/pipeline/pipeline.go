@@ -173,11 +173,20 @@ func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer,
 		g := &gate{}
 		wl.members = append(wl.members, &member{
 			wl: wl, name: fmt.Sprintf("m%d", i+1), process: links.ProcessName(n), processN: n,
-			txnID: fmt.Sprintf("%s-m%d", wl.group, i+1), dial: g.dial(dial), gate: g,
+			txnID: wl.txnID(i), dial: g.dial(dial), gate: g,
 			rng: rand.New(rand.NewPCG(seed, uint64(i+1))), polled: map[int32]int64{}, agg: map[int32]aggregate{},
 		})
 	}
 	return wl, nil
+}
+
+// txnID is member i's transactional id; with a transactional id per input partition, the
+// prefix every member shares (pipeline.PartitionTransactionalID).
+func (wl *Workload) txnID(i int) string {
+	if wl.cfg.TxnIDs == TxnIDsPartition {
+		return wl.group + "-in"
+	}
+	return fmt.Sprintf("%s-m%d", wl.group, i+1)
 }
 
 // Meta fills in the history header's description of the run.
@@ -186,7 +195,7 @@ func (wl *Workload) Meta(m *history.Meta) {
 	m.Pipeline = &history.PipelineMeta{
 		Group: wl.group, Input: wl.input, Output: wl.output, Partitions: wl.cfg.Partitions,
 		Member: wl.cfg.Member, Protocol: wl.cfg.Protocol, SessionTimeout: int64(wl.cfg.SessionTimeout.D()),
-		Stateful: wl.cfg.Stateful,
+		Stateful: wl.cfg.Stateful, TxnIDs: wl.cfg.TxnIDs,
 	}
 }
 
@@ -395,7 +404,8 @@ func (wl *Workload) memberConfig(m *member) pipeline.Config {
 	}
 	return pipeline.Config{
 		Conn: conn, Group: wl.group, Input: wl.input, Output: wl.output, TransactionalID: m.txnID,
-		SessionTimeout: wl.cfg.SessionTimeout.D(), MaxPoll: wl.cfg.MaxPoll, Protocol: wl.cfg.Protocol,
+		TxnIDPerPartition: wl.cfg.TxnIDs == TxnIDsPartition,
+		SessionTimeout:    wl.cfg.SessionTimeout.D(), MaxPoll: wl.cfg.MaxPoll, Protocol: wl.cfg.Protocol,
 		Pause: m.pause, Fetched: m.fetched,
 	}
 }
@@ -481,10 +491,13 @@ func (m *member) run(ctx context.Context) {
 		}
 		m.mu.Unlock()
 		m.pausePoint(ctx, PointAfterPoll)
-		if res := m.transact(ctx, mb, b); res.Restart {
-			mb.Close()
-			mb = nil
-			wl.stats.restarts.Add(1)
+		for _, sub := range wl.transactions(b) {
+			if res := m.transact(ctx, mb, sub); res.Restart {
+				mb.Close()
+				mb = nil
+				wl.stats.restarts.Add(1)
+				break
+			}
 		}
 	}
 }
@@ -498,11 +511,35 @@ func (m *member) nextRestart() time.Time {
 	return time.Now().Add(mean/2 + time.Duration(m.rng.Int64N(int64(mean))))
 }
 
+// transactions returns the batches b is copied in, one transaction each: b itself, or with a
+// transactional id per input partition one per partition, in b's order of first appearance.
+func (wl *Workload) transactions(b pipeline.Batch) []pipeline.Batch {
+	if wl.cfg.TxnIDs != TxnIDsPartition {
+		return []pipeline.Batch{b}
+	}
+	var out []pipeline.Batch
+	at := map[int32]int{}
+	for _, r := range b.Records {
+		i, ok := at[r.Partition]
+		if !ok {
+			i = len(out)
+			at[r.Partition] = i
+			out = append(out, pipeline.Batch{MemberID: b.MemberID, Generation: b.Generation})
+		}
+		out[i].Records = append(out[i].Records, r)
+	}
+	return out
+}
+
 // transact copies b in one transaction and records it.
 func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Batch) pipeline.Result {
 	wl := m.wl
 	op := wl.lastOp.Add(1)
-	args := &history.PipeArgs{Group: wl.group, MemberID: b.MemberID, Generation: b.Generation, TransactionalID: m.txnID,
+	txnID := m.txnID
+	if wl.cfg.TxnIDs == TxnIDsPartition {
+		txnID = pipeline.PartitionTransactionalID(m.txnID, b.Records[0].Partition)
+	}
+	args := &history.PipeArgs{Group: wl.group, MemberID: b.MemberID, Generation: b.Generation, TransactionalID: txnID,
 		Inputs: ranges(b.Records)}
 	for p, o := range b.Offsets() {
 		args.Offsets = append(args.Offsets, history.PipeOffset{Partition: p, Offset: o})
