@@ -70,11 +70,9 @@ type pipeRun struct {
 	*run
 	h *history.History
 	// landed indexes each input record that landed (an ok send) in landedIDs, its id;
-	// sendIDs are the ids of every send, landed or not, in the order of the history, and
-	// sentIDs the same as a set (see sentIDSet).
+	// sentIDs are the ids of every send, landed or not (see sentIDSet).
 	landed    inputIndex
 	landedIDs []string
-	sendIDs   []string
 	sentIDs   map[string]bool
 	// aborted are the ids of the input records written in transactions the harness aborted.
 	aborted map[string]bool
@@ -146,6 +144,9 @@ func (c *pipeRun) index() {
 		wf.Anomalies = append(wf.Anomalies, Anomaly{Guarantee: WellFormed, Ops: []int64{op.ID}, Explanation: fmt.Sprintf(format, args...)})
 	}
 	c.aborted, c.ends, c.txns = map[string]bool{}, map[int32]int64{}, map[int64]*history.Op{}
+	// Room for an id an operation: growing the table as sends come would allocate several
+	// times its size.
+	c.landedIDs = make([]string, 0, c.h.Len())
 	var op history.Op
 	var txnOps []history.Op // where c.txns point: allocated a block at a time, not one by one
 	for i := range c.h.Len() {
@@ -156,7 +157,6 @@ func (c *pipeRun) index() {
 				bad(&op, "send op %d names no input record", op.ID)
 				continue
 			}
-			c.sendIDs = append(c.sendIDs, op.Args.Pipe.ID)
 			if op.Type == history.TypeFail {
 				c.aborted[op.Args.Pipe.ID] = true
 			}
@@ -226,9 +226,12 @@ func (c *pipeRun) index() {
 // run whose outputs are all made of the records where they say is needs none.
 func (c *pipeRun) sentIDSet() map[string]bool {
 	if c.sentIDs == nil {
-		c.sentIDs = make(map[string]bool, len(c.sendIDs))
-		for _, id := range c.sendIDs {
-			c.sentIDs[id] = true
+		c.sentIDs = map[string]bool{}
+		var op history.Op
+		for i := range c.h.Len() {
+			if c.h.Load(i, &op); op.Kind == history.KindSend && op.Args.Pipe != nil && op.Args.Pipe.ID != "" {
+				c.sentIDs[op.Args.Pipe.ID] = true
+			}
 		}
 	}
 	return c.sentIDs

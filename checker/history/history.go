@@ -199,6 +199,12 @@ func (b *Builder) Add(e *Event) error {
 		b.h.Format = format
 		if e.Meta != nil {
 			b.h.Meta = *e.Meta
+			if e.Meta.Workload == WorkloadPipeline {
+				// Nearly every operation of a pipeline run has payloads: room for them all, as
+				// for the operations (growing the table by append's quarter allocated five
+				// times its size).
+				b.h.pipes = make([]pipePayload, 0, cap(b.h.ops))
+			}
 		}
 		return nil
 	}
