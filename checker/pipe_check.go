@@ -77,8 +77,9 @@ type pipeRun struct {
 	// aborted are the ids of the input records written in transactions the harness aborted.
 	aborted map[string]bool
 	ends    map[int32]int64 // per input partition: one past the highest offset sent
-	// txns are the transactions by op id.
-	txns map[int64]*history.Op
+	// txns are the transactions by op id; txnList the same in the order of their ids.
+	txns    map[int64]*history.Op
+	txnList []*history.Op
 	// outputs are the committed outputs (the final output read); committed the group's final
 	// committed offsets. haveOutput/haveOffsets say whether those final reads succeeded.
 	outputs   []history.PipeOutput
@@ -143,7 +144,7 @@ func (c *pipeRun) index() {
 	bad := func(op *history.Op, format string, args ...any) {
 		wf.Anomalies = append(wf.Anomalies, Anomaly{Guarantee: WellFormed, Ops: []int64{op.ID}, Explanation: fmt.Sprintf(format, args...)})
 	}
-	c.aborted, c.ends, c.txns = map[string]bool{}, map[int32]int64{}, map[int64]*history.Op{}
+	c.aborted, c.ends = map[string]bool{}, map[int32]int64{}
 	// Room for an id an operation: growing the table as sends come would allocate several
 	// times its size.
 	c.landedIDs = make([]string, 0, c.h.Len())
@@ -184,7 +185,7 @@ func (c *pipeRun) index() {
 				txnOps = make([]history.Op, 0, 1024)
 			}
 			txnOps = append(txnOps, op)
-			c.txns[op.ID] = &txnOps[len(txnOps)-1]
+			c.txnList = append(c.txnList, &txnOps[len(txnOps)-1])
 		case history.KindFinalOutput:
 			if op.Type == history.TypeOK && op.Result.Pipe != nil {
 				c.outputs, c.haveOutput = op.Result.Pipe.Outputs, true // the last one read is the reference
@@ -207,19 +208,49 @@ func (c *pipeRun) index() {
 			bad(&op, "%s op %d in a pipeline history", op.Kind, op.ID)
 		}
 	}
-	c.byInput, c.byTxn = sortedOutputs(c.outputs, byInputOrder), sortedOutputs(c.outputs, byTxnOrder)
-	known, last := false, int64(0) // whether c.txns has txn op last: a transaction's outputs are together
-	for i, o := range c.outputs {
-		if i == 0 || o.Txn != last {
-			_, known = c.txns[o.Txn]
-			last = o.Txn
-		}
-		if !known {
-			wf.Anomalies = append(wf.Anomalies, Anomaly{Guarantee: WellFormed,
-				Explanation: fmt.Sprintf("output %d/%d names txn op %d, which the history does not have", o.Partition, o.Offset, o.Txn)})
+	c.txns = make(map[int64]*history.Op, len(c.txnList))
+	for _, op := range c.txnList {
+		c.txns[op.ID] = op
+	}
+	if len(c.txns) < len(c.txnList) || !slices.IsSortedFunc(c.txnList, func(a, b *history.Op) int { return cmp.Compare(a.ID, b.ID) }) {
+		// Ids out of order or repeated (a history built by hand): the map's, in order.
+		c.txnList = c.txnList[:0]
+		for _, id := range slices.Sorted(maps.Keys(c.txns)) {
+			c.txnList = append(c.txnList, c.txns[id])
 		}
 	}
+	c.byInput, c.byTxn = sortedOutputs(c.outputs, byInputOrder), sortedOutputs(c.outputs, byTxnOrder)
+	// The outputs that name a transaction the history does not have, found in the order of
+	// transactions (see txnCursor) and reported in the order of the outputs.
+	var unknown []int32
+	txns := txnCursor(c.txnList)
+	for _, i := range c.byTxn {
+		if _, ok := txns.find(c.outputs[i].Txn); !ok {
+			unknown = append(unknown, i)
+		}
+	}
+	slices.Sort(unknown)
+	for _, i := range unknown {
+		o := &c.outputs[i]
+		wf.Anomalies = append(wf.Anomalies, Anomaly{Guarantee: WellFormed,
+			Explanation: fmt.Sprintf("output %d/%d names txn op %d, which the history does not have", o.Partition, o.Offset, o.Txn)})
+	}
 	wf.Details["sends"], wf.Details["txns"], wf.Details["outputs"] = c.landed.len(), len(c.txns), len(c.outputs)
+}
+
+// txnCursor finds transactions in c.txnList by ids that come in ascending order: a walk
+// beside the outputs sorted by transaction, where a lookup in c.txns an output was a hash and
+// a cache miss each.
+type txnCursor []*history.Op
+
+func (t *txnCursor) find(id int64) (*history.Op, bool) {
+	for len(*t) > 0 && (*t)[0].ID < id {
+		*t = (*t)[1:]
+	}
+	if len(*t) > 0 && (*t)[0].ID == id {
+		return (*t)[0], true
+	}
+	return nil, false
 }
 
 // sentIDSet returns the ids of every send, landed or not, as a set. Built on first use: a
@@ -363,10 +394,12 @@ func (c *pipeRun) checkOffsetsMatchOutput(r *Result) {
 	}
 	// Per transaction whose outputs were committed: its outputs cover its inputs, and the
 	// offsets it sent end where its inputs do.
-	var ins []history.PipeOffset // the inputs of the transaction's outputs, sorted, each once
+	var ins []history.PipeOffset  // the inputs of the transaction's outputs, sorted, each once
+	var ends []history.PipeOffset // per partition: one past the last input the transaction consumed
+	txns := txnCursor(c.txnList)
 	for outs := range runs(c.outputs, c.byTxn, func(a, b *history.PipeOutput) int { return cmp.Compare(a.Txn, b.Txn) }) {
 		id := c.outputs[outs[0]].Txn
-		op, ok := c.txns[id]
+		op, ok := txns.find(id)
 		if !ok {
 			continue // well-formed says so
 		}
@@ -378,7 +411,7 @@ func (c *pipeRun) checkOffsetsMatchOutput(r *Result) {
 		}
 		a := op.Args.Pipe
 		missing := 0
-		end := map[int32]int64{} // per partition: one past the last input the transaction consumed
+		ends = ends[:0]
 		for _, in := range a.Inputs {
 			if in.To > in.From {
 				// The range's inputs less those with an output: ins are sorted, so those are
@@ -387,17 +420,23 @@ func (c *pipeRun) checkOffsetsMatchOutput(r *Result) {
 				to, _ := slices.BinarySearchFunc(ins, history.PipeOffset{Partition: in.Partition, Offset: in.To}, comparePipeOffsets)
 				missing += int(in.To-in.From) - (to - from)
 			}
-			end[in.Partition] = max(end[in.Partition], in.To)
+			if j := slices.IndexFunc(ends, func(e history.PipeOffset) bool { return e.Partition == in.Partition }); j >= 0 {
+				ends[j].Offset = max(ends[j].Offset, in.To)
+			} else {
+				ends = append(ends, history.PipeOffset{Partition: in.Partition, Offset: max(0, in.To)})
+			}
 		}
-		for _, p := range slices.Sorted(maps.Keys(end)) {
+		slices.SortFunc(ends, comparePipeOffsets) // one a partition: by partition
+		for _, e := range ends {
+			p, end := e.Partition, e.Offset
 			sent := slices.IndexFunc(a.Offsets, func(x history.PipeOffset) bool { return x.Partition == p })
-			if sent < 0 || a.Offsets[sent].Offset != end[p] {
+			if sent < 0 || a.Offsets[sent].Offset != end {
 				got := "none"
 				if sent >= 0 {
 					got = fmt.Sprint(a.Offsets[sent].Offset)
 				}
 				r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("input:%d", p), Ops: []int64{id},
-					Explanation: fmt.Sprintf("txn op %d committed the outputs of partition %d's inputs up to %d with offset %s, want %d", id, p, end[p], got, end[p])})
+					Explanation: fmt.Sprintf("txn op %d committed the outputs of partition %d's inputs up to %d with offset %s, want %d", id, p, end, got, end)})
 			}
 		}
 		if missing > 0 {
@@ -434,8 +473,8 @@ func (c *pipeRun) checkOrder(r *Result) {
 // checkTxnOutcome: the outcome each member reported agrees with the committed output.
 func (c *pipeRun) checkTxnOutcome(r *Result) {
 	next := c.byTxn // the outputs of the transactions from id on
-	for _, id := range slices.Sorted(maps.Keys(c.txns)) {
-		op := c.txns[id]
+	for _, op := range c.txnList {
+		id := op.ID
 		for len(next) > 0 && c.outputs[next[0]].Txn < id {
 			next = next[1:]
 		}

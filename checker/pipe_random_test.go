@@ -317,3 +317,63 @@ func TestPipelineRandomHistories(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineTransactionsOutOfOrder: a history built by hand may list its transactions out
+// of the order of their ids; the checker judges it as it judges the same history in order.
+func TestPipelineTransactionsOutOfOrder(t *testing.T) {
+	for seed := range uint64(40) {
+		events := randomPipeline(rand.New(rand.NewPCG(seed, 40)))
+		b := history.NewBuilder(0)
+		for i := range events {
+			if err := b.Add(&events[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h := b.History()
+		want, err := checker.Check(context.Background(), h, checker.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same operations, the transactions' ids reversed among them (a txn keeps its
+		// place in the history, and the outputs follow their transaction to its new id).
+		var txnAt []int
+		for i := range h.Len() {
+			if h.Op(i).Kind == history.KindTxn {
+				txnAt = append(txnAt, i)
+			}
+		}
+		renamed := map[int64]int64{}
+		for k, i := range txnAt {
+			renamed[h.Op(i).ID] = h.Op(txnAt[len(txnAt)-1-k]).ID
+		}
+		for i := range h.Len() {
+			h.Edit(i, func(op *history.Op) {
+				if id, ok := renamed[op.ID]; ok && op.Kind == history.KindTxn {
+					op.ID = id
+				}
+				if op.Kind == history.KindFinalOutput && op.Result.Pipe != nil {
+					outs := slices.Clone(op.Result.Pipe.Outputs)
+					for j := range outs {
+						if id, ok := renamed[outs[j].Txn]; ok {
+							outs[j].Txn = id
+						}
+					}
+					op.Result.Pipe = &history.PipeResult{Outputs: outs}
+				}
+			})
+		}
+		got, err := checker.Check(context.Background(), h, checker.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Verdict != want.Verdict {
+			t.Errorf("seed %d: %s with the transactions' ids reversed, %s in order", seed, got.Verdict, want.Verdict)
+		}
+		for i, r := range got.Checks {
+			if r.Verdict != want.Checks[i].Verdict || len(r.Anomalies) != len(want.Checks[i].Anomalies) {
+				t.Errorf("seed %d: %s is %s with %d anomalies with the ids reversed, %s with %d in order", seed, r.Name,
+					r.Verdict, len(r.Anomalies), want.Checks[i].Verdict, len(want.Checks[i].Anomalies))
+			}
+		}
+	}
+}
