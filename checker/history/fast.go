@@ -302,7 +302,7 @@ func (d *decoder) fastPipeArgs(c *scan) *PipeArgs {
 	c.must(`{`)
 	f := fields{c: c, first: true}
 	if f.key(`,"id":`) {
-		a.ID = d.writeIDBytes(c.str()) // unique: not interned
+		a.ID = string(c.str()) // unique: neither interned nor cached
 	}
 	if f.key(`,"group":`) {
 		a.Group = d.internBytes(c.str())
@@ -363,10 +363,12 @@ func (d *decoder) fastPipeResult(c *scan) *PipeResult {
 			o.Partition = int32(c.int(32))
 			c.must(`,"offset":`)
 			o.Offset = c.int(64)
-			c.must(`,"in":`)
-			o.In = c.pipeOffset()
-			c.must(`,"id":`)
-			o.ID = d.writeIDBytes(c.str())
+			c.must(`,"in":{"partition":`)
+			o.In.Partition = int32(c.int(32))
+			c.must(`,"offset":`)
+			o.In.Offset = c.int(64)
+			c.must(`},"id":`)
+			o.ID = string(c.str()) // an input's: unique, neither interned nor cached
 			c.must(`,"txn":`)
 			o.Txn = c.int(64)
 			o.Member = c.optStr(d, `,"member":`)
