@@ -12,23 +12,30 @@ import (
 // inputIndex maps input records (partition, offset) to indexes, for the pipeline checks. A
 // partition's input offsets count up from 0 with few gaps, so the index is a slice per
 // partition indexed by offset; a map holds what does not fit one (a negative partition or
-// offset, or one far beyond the records indexed so far, as a hand-written history may have),
-// so that no history can make the slices large. At a million operations, maps keyed by input
-// record were most of the pipeline checker's time: a hash and a cache miss a record, and
-// their growth.
+// offset, a partition past maxDensePartition, an offset far beyond its partition's records so
+// far, as a hand-written history may have), so that no history can make the slices much larger
+// than the records they hold. At a million operations, maps keyed by input record were most of
+// the pipeline checker's time: a hash and a cache miss a record, and their growth.
 type inputIndex struct {
-	dense  [][]int32 // by partition, by offset: 1 + the index, 0 for none
+	dense  []denseInputs // by partition
 	sparse map[history.PipeOffset]int
 	n      int
 }
 
-// maxDensePartition bounds the partitions indexed by slice (see inputIndex).
-const maxDensePartition = 1 << 16
+// denseInputs are one partition's records in an inputIndex.
+type denseInputs struct {
+	at []int32 // by offset: 1 + the index, 0 for none
+	n  int     // the records in at
+}
+
+// maxDensePartition bounds the partitions indexed by slice (see inputIndex): a pipeline's
+// input has a few partitions.
+const maxDensePartition = 1024
 
 // get returns the index of in, and whether in is there.
 func (x *inputIndex) get(in history.PipeOffset) (int, bool) {
-	if p, o := in.Partition, in.Offset; p >= 0 && int(p) < len(x.dense) && o >= 0 && o < int64(len(x.dense[p])) {
-		if v := x.dense[p][o]; v != 0 {
+	if p, o := in.Partition, in.Offset; p >= 0 && int(p) < len(x.dense) && o >= 0 && o < int64(len(x.dense[p].at)) {
+		if v := x.dense[p].at[o]; v != 0 {
 			return int(v - 1), true
 		}
 	}
@@ -40,19 +47,19 @@ func (x *inputIndex) get(in history.PipeOffset) (int, bool) {
 func (x *inputIndex) put(in history.PipeOffset, i int) {
 	x.n++
 	p, o := in.Partition, in.Offset
-	// Offsets up to twice the records so far (and some) go to the slices, as the Builder's
-	// dense operation ids do.
-	if p >= 0 && p < maxDensePartition && o >= 0 && o < 2*int64(x.n)+1024 && i < 1<<31-1 {
-		if int(p) >= len(x.dense) {
-			x.dense = append(x.dense, make([][]int32, int(p)+1-len(x.dense))...)
+	if p >= 0 && p < maxDensePartition && int(p) >= len(x.dense) {
+		x.dense = append(x.dense, make([]denseInputs, int(p)+1-len(x.dense))...)
+	}
+	// Offsets up to twice the partition's records so far (and some) go to its slice, as the
+	// Builder's dense operation ids do.
+	if p >= 0 && p < maxDensePartition && o >= 0 && o < 2*int64(x.dense[p].n)+1024 && i < 1<<31-1 {
+		d := &x.dense[p]
+		if o >= int64(len(d.at)) {
+			d.at = slices.Grow(d.at, int(max(o+1, 2*int64(len(d.at))))-len(d.at))
+			d.at = d.at[:cap(d.at)]
 		}
-		d := x.dense[p]
-		if o >= int64(len(d)) {
-			d = slices.Grow(d, int(max(o+1, 2*int64(len(d))))-len(d))
-			d = d[:cap(d)]
-			x.dense[p] = d
-		}
-		d[o] = int32(i + 1)
+		d.at[o] = int32(i + 1)
+		d.n++
 		return
 	}
 	if x.sparse == nil {
@@ -70,7 +77,7 @@ func (x *inputIndex) all() iter.Seq2[history.PipeOffset, int] {
 		// The map's records (few) merged into the slices' (in order already).
 		sparse := slices.SortedFunc(maps.Keys(x.sparse), comparePipeOffsets)
 		for p, d := range x.dense {
-			for o, v := range d {
+			for o, v := range d.at {
 				if v == 0 {
 					continue
 				}

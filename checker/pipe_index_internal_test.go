@@ -11,7 +11,7 @@ import (
 
 // TestInputIndexIsAMap: whatever records are put, in whatever order (offsets in and far out of
 // the slices' reach, negative ones, partitions beyond the slices'), the index gives back what
-// a map would, and yields it in order.
+// a map would, yields it in order, and keeps its slices near the size of what they hold.
 func TestInputIndexIsAMap(t *testing.T) {
 	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 7))
@@ -52,6 +52,15 @@ func TestInputIndexIsAMap(t *testing.T) {
 				}
 			}
 		}
+		// The slices hold at most about twice what doubling leaves of twice their records and
+		// some: a record far out does not make them large.
+		slots := 0
+		for _, d := range x.dense {
+			slots += len(d.at)
+		}
+		if limit := 4*x.len() + 2048*len(x.dense) + 64; slots > limit {
+			t.Fatalf("seed %d: %d slots for %d records in %d partitions, want at most %d", seed, slots, x.len(), len(x.dense), limit)
+		}
 		var order []history.PipeOffset
 		for in, i := range x.all() {
 			if want[in] != i {
@@ -61,6 +70,27 @@ func TestInputIndexIsAMap(t *testing.T) {
 		}
 		if wantOrder := slices.SortedFunc(maps.Keys(want), comparePipeOffsets); !slices.Equal(order, wantOrder) {
 			t.Fatalf("seed %d: all yields %d records out of order (want %d)", seed, len(order), len(wantOrder))
+		}
+	}
+}
+
+// TestInputIndexOfFewRecordsFarApart: one record far out in each of many partitions stays
+// small.
+func TestInputIndexOfFewRecordsFarApart(t *testing.T) {
+	var x inputIndex
+	for p := range int32(2 * maxDensePartition) {
+		x.put(history.PipeOffset{Partition: p, Offset: 1000 + int64(p)*1000}, int(p))
+	}
+	slots := 0
+	for _, d := range x.dense {
+		slots += len(d.at)
+	}
+	if slots > 2048*maxDensePartition {
+		t.Fatalf("%d slots for %d records", slots, x.len())
+	}
+	for p := range int32(2 * maxDensePartition) {
+		if i, ok := x.get(history.PipeOffset{Partition: p, Offset: 1000 + int64(p)*1000}); !ok || i != int(p) {
+			t.Fatalf("partition %d: %d %t", p, i, ok)
 		}
 	}
 }
