@@ -70,10 +70,11 @@ type pipeRun struct {
 	*run
 	h *history.History
 	// landed indexes each input record that landed (an ok send) in landedIDs, its id;
-	// sentIDs are the ids of every send, landed or not (see sentIDSet).
-	landed    inputIndex
-	landedIDs []string
-	sentIDs   map[string]bool
+	// sentIDsBuilt are the ids of every send, landed or not, once sentIDSet has built them:
+	// read them with sentIDSet.
+	landed       inputIndex
+	landedIDs    []string
+	sentIDsBuilt map[string]bool
 	// aborted are the ids of the input records written in transactions the harness aborted.
 	aborted map[string]bool
 	ends    map[int32]int64 // per input partition: one past the highest offset sent
@@ -256,16 +257,16 @@ func (t *txnCursor) find(id int64) (*history.Op, bool) {
 // sentIDSet returns the ids of every send, landed or not, as a set. Built on first use: a
 // run whose outputs are all made of the records where they say is needs none.
 func (c *pipeRun) sentIDSet() map[string]bool {
-	if c.sentIDs == nil {
-		c.sentIDs = map[string]bool{}
+	if c.sentIDsBuilt == nil {
+		c.sentIDsBuilt = map[string]bool{}
 		var op history.Op
 		for i := range c.h.Len() {
 			if c.h.Load(i, &op); op.Kind == history.KindSend && op.Args.Pipe != nil && op.Args.Pipe.ID != "" {
-				c.sentIDs[op.Args.Pipe.ID] = true
+				c.sentIDsBuilt[op.Args.Pipe.ID] = true
 			}
 		}
 	}
-	return c.sentIDs
+	return c.sentIDsBuilt
 }
 
 // partitions returns every input partition the run knows of, sorted.
