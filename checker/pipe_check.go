@@ -80,15 +80,19 @@ func PipelinePromises() []string { return slices.Sorted(slices.Values(pipePromis
 type pipeRun struct {
 	*run
 	h *history.History
-	// sent maps each input record that landed (an ok send) to its id; sentIDs the ids of
-	// every send, landed or not.
-	sent    map[history.PipeOffset]string
-	sentIDs map[string]bool
+	// landed indexes each input record that landed (an ok send) in landedIDs, its id;
+	// sentIDsBuilt are the ids of every send, landed or not, once sentIDSet has built them:
+	// read them with sentIDSet.
+	landed       inputIndex
+	landedIDs    []string
+	sentIDsBuilt map[string]bool
 	// aborted are the ids of the input records written in transactions the harness aborted.
 	aborted map[string]bool
 	ends    map[int32]int64 // per input partition: one past the highest offset sent
-	// txns are the transactions by op id; fetches the members' completed offset fetches.
+	// txns are the transactions by op id; txnList the same in the order of their ids;
+	// fetches the members' completed offset fetches.
 	txns    map[int64]*history.Op
+	txnList []*history.Op
 	fetches []*history.Op
 	// finalTxns is the last look at what the run left open (nil when the history has none).
 	finalTxns *history.Op
@@ -101,8 +105,9 @@ type pipeRun struct {
 	inputEnds   map[int32]int64
 	haveOutput  bool
 	haveOffsets bool
-	// byInput are the committed outputs of each input record.
-	byInput map[history.PipeOffset][]history.PipeOutput
+	// byInput and byTxn are the indexes of the committed outputs, sorted by input record,
+	// and by transaction and input record (see sortedOutputs).
+	byInput, byTxn []int32
 }
 
 // checkPipeline judges a pipeline history: the linear checks of PipelineGuarantees against
@@ -166,16 +171,20 @@ func (c *pipeRun) index() {
 	bad := func(op *history.Op, format string, args ...any) {
 		wf.Anomalies = append(wf.Anomalies, Anomaly{Guarantee: WellFormed, Ops: []int64{op.ID}, Explanation: fmt.Sprintf(format, args...)})
 	}
-	c.sent, c.sentIDs, c.aborted, c.ends, c.txns = map[history.PipeOffset]string{}, map[string]bool{}, map[string]bool{}, map[int32]int64{}, map[int64]*history.Op{}
+	c.aborted, c.ends = map[string]bool{}, map[int32]int64{}
+	// Room for an id an operation: growing the table as sends come would allocate several
+	// times its size.
+	c.landedIDs = make([]string, 0, c.h.Len())
+	var op history.Op
+	var txnOps []history.Op // where c.txns point: allocated a block at a time, not one by one
 	for i := range c.h.Len() {
-		op := c.h.Op(i)
+		c.h.Load(i, &op)
 		switch op.Kind {
 		case history.KindSend:
 			if op.Args.Pipe == nil || op.Args.Pipe.ID == "" {
 				bad(&op, "send op %d names no input record", op.ID)
 				continue
 			}
-			c.sentIDs[op.Args.Pipe.ID] = true
 			if op.Type == history.TypeFail {
 				c.aborted[op.Args.Pipe.ID] = true
 			}
@@ -187,18 +196,23 @@ func (c *pipeRun) index() {
 				continue
 			}
 			at := *op.Result.Pipe.Sent
-			if prev, dup := c.sent[at]; dup {
-				bad(&op, "send op %d landed at input %s, where %s already is", op.ID, at, prev)
+			if prev, dup := c.landed.get(at); dup {
+				bad(&op, "send op %d landed at input %s, where %s already is", op.ID, at, c.landedIDs[prev])
 				continue
 			}
-			c.sent[at] = op.Args.Pipe.ID
+			c.landed.put(at, len(c.landedIDs))
+			c.landedIDs = append(c.landedIDs, op.Args.Pipe.ID)
 			c.ends[at.Partition] = max(c.ends[at.Partition], at.Offset+1)
 		case history.KindTxn:
 			if op.Args.Pipe == nil || len(op.Args.Pipe.Inputs) == 0 {
 				bad(&op, "txn op %d names no input records", op.ID)
 				continue
 			}
-			c.txns[op.ID] = &op
+			if len(txnOps) == cap(txnOps) {
+				txnOps = make([]history.Op, 0, 1024)
+			}
+			txnOps = append(txnOps, op)
+			c.txnList = append(c.txnList, &txnOps[len(txnOps)-1])
 		case history.KindFetch:
 			switch {
 			case op.Type != history.TypeOK:
@@ -207,10 +221,12 @@ func (c *pipeRun) index() {
 			case op.Args.Pipe == nil || op.Result.Pipe == nil:
 				bad(&op, "fetch op %d names no group membership or no start", op.ID)
 			default:
-				c.fetches = append(c.fetches, &op)
+				f := op // op is loaded again next round
+				c.fetches = append(c.fetches, &f)
 			}
 		case history.KindFinalTxns:
-			c.finalTxns = &op
+			f := op
+			c.finalTxns = &f
 		case history.KindFinalOutput:
 			if op.Type == history.TypeOK && op.Result.Pipe != nil {
 				c.outputs, c.haveOutput = op.Result.Pipe.Outputs, true // the last one read is the reference
@@ -233,15 +249,64 @@ func (c *pipeRun) index() {
 			bad(&op, "%s op %d in a pipeline history", op.Kind, op.ID)
 		}
 	}
-	c.byInput = map[history.PipeOffset][]history.PipeOutput{}
-	for _, o := range c.outputs {
-		c.byInput[o.In] = append(c.byInput[o.In], o)
-		if _, ok := c.txns[o.Txn]; !ok {
-			wf.Anomalies = append(wf.Anomalies, Anomaly{Guarantee: WellFormed,
-				Explanation: fmt.Sprintf("output %d/%d names txn op %d, which the history does not have", o.Partition, o.Offset, o.Txn)})
+	c.txns = make(map[int64]*history.Op, len(c.txnList))
+	for _, op := range c.txnList {
+		c.txns[op.ID] = op
+	}
+	if len(c.txns) < len(c.txnList) || !slices.IsSortedFunc(c.txnList, func(a, b *history.Op) int { return cmp.Compare(a.ID, b.ID) }) {
+		// Ids out of order or repeated (a history built by hand): the map's, in order.
+		c.txnList = c.txnList[:0]
+		for _, id := range slices.Sorted(maps.Keys(c.txns)) {
+			c.txnList = append(c.txnList, c.txns[id])
 		}
 	}
-	wf.Details["sends"], wf.Details["txns"], wf.Details["outputs"] = len(c.sent), len(c.txns), len(c.outputs)
+	c.byInput, c.byTxn = sortedOutputs(c.outputs, byInputOrder), sortedOutputs(c.outputs, byTxnOrder)
+	// The outputs that name a transaction the history does not have, found in the order of
+	// transactions (see txnCursor) and reported in the order of the outputs.
+	var unknown []int32
+	txns := txnCursor(c.txnList)
+	for _, i := range c.byTxn {
+		if _, ok := txns.find(c.outputs[i].Txn); !ok {
+			unknown = append(unknown, i)
+		}
+	}
+	slices.Sort(unknown)
+	for _, i := range unknown {
+		o := &c.outputs[i]
+		wf.Anomalies = append(wf.Anomalies, Anomaly{Guarantee: WellFormed,
+			Explanation: fmt.Sprintf("output %d/%d names txn op %d, which the history does not have", o.Partition, o.Offset, o.Txn)})
+	}
+	wf.Details["sends"], wf.Details["txns"], wf.Details["outputs"] = c.landed.len(), len(c.txns), len(c.outputs)
+}
+
+// txnCursor finds transactions in c.txnList by ids that come in ascending order: a walk
+// beside the outputs sorted by transaction, where a lookup in c.txns an output was a hash and
+// a cache miss each.
+type txnCursor []*history.Op
+
+func (t *txnCursor) find(id int64) (*history.Op, bool) {
+	for len(*t) > 0 && (*t)[0].ID < id {
+		*t = (*t)[1:]
+	}
+	if len(*t) > 0 && (*t)[0].ID == id {
+		return (*t)[0], true
+	}
+	return nil, false
+}
+
+// sentIDSet returns the ids of every send, landed or not, as a set. Built on first use: a
+// run whose outputs are all made of the records where they say is needs none.
+func (c *pipeRun) sentIDSet() map[string]bool {
+	if c.sentIDsBuilt == nil {
+		c.sentIDsBuilt = map[string]bool{}
+		var op history.Op
+		for i := range c.h.Len() {
+			if c.h.Load(i, &op); op.Kind == history.KindSend && op.Args.Pipe != nil && op.Args.Pipe.ID != "" {
+				c.sentIDsBuilt[op.Args.Pipe.ID] = true
+			}
+		}
+	}
+	return c.sentIDsBuilt
 }
 
 // partitions returns every input partition the run knows of, sorted.
@@ -253,8 +318,8 @@ func (c *pipeRun) partitions() []int32 {
 	for p := range c.committed {
 		ps[p] = true
 	}
-	for in := range c.byInput {
-		ps[in.Partition] = true
+	for _, i := range c.byInput {
+		ps[c.outputs[i].In.Partition] = true
 	}
 	return slices.Sorted(maps.Keys(ps))
 }
@@ -265,17 +330,21 @@ func (c *pipeRun) partitions() []int32 {
 func (c *pipeRun) checkNoLoss(r *Result) {
 	var starts map[int32][]txnStart // built at the first loss: a valid run needs none
 	checked := 0
+	next := c.byInput // the outputs of the inputs from in on
 	// The inputs the harness knows it sent, in order: the committed offset comes from the
 	// member under test and may be anything, so it bounds the walk but does not drive it.
-	for _, in := range slices.SortedFunc(maps.Keys(c.sent), comparePipeOffsets) {
+	for in, id := range c.landed.all() {
 		p, o := in.Partition, in.Offset
 		if o >= c.committed[p] {
 			continue
 		}
 		checked++
-		if len(c.byInput[in]) == 0 {
+		for len(next) > 0 && comparePipeOffsets(c.outputs[next[0]].In, in) < 0 {
+			next = next[1:]
+		}
+		if len(next) == 0 || c.outputs[next[0]].In != in {
 			a := Anomaly{Guarantee: EOSNoLoss, Log: "input:" + in.String(),
-				Explanation: fmt.Sprintf("input %s (%s) is below partition %d's committed offset %d, but has no output in the committed output", in, c.sent[in], p, c.committed[p])}
+				Explanation: fmt.Sprintf("input %s (%s) is below partition %d's committed offset %d, but has no output in the committed output", in, c.landedIDs[id], p, c.committed[p])}
 			if starts == nil {
 				starts = c.committedStarts()
 			}
@@ -319,19 +388,21 @@ func (c *pipeRun) committedStarts() map[int32][]txnStart {
 
 // checkNoDuplicate: no input record has two outputs.
 func (c *pipeRun) checkNoDuplicate(r *Result) {
-	for _, in := range slices.SortedFunc(maps.Keys(c.byInput), comparePipeOffsets) {
-		outs := c.byInput[in]
+	inputs := 0
+	for outs := range runs(c.outputs, c.byInput, byInputOrder) {
+		inputs++
 		if len(outs) < 2 {
 			continue
 		}
 		var offsets, txns []int64
-		for _, o := range outs {
-			offsets, txns = append(offsets, o.Offset), append(txns, o.Txn)
+		for _, i := range outs {
+			offsets, txns = append(offsets, c.outputs[i].Offset), append(txns, c.outputs[i].Txn)
 		}
-		r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSNoDuplicate, Log: fmt.Sprintf("output:%d", outs[0].Partition), Ops: compactIDs(txns),
-			Explanation: fmt.Sprintf("input %s (%s) has %d outputs in the committed output (output offsets %v, from txn ops %v)", in, outs[0].ID, len(outs), offsets, txns)})
+		first := &c.outputs[outs[0]]
+		r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSNoDuplicate, Log: fmt.Sprintf("output:%d", first.Partition), Ops: compactIDs(txns),
+			Explanation: fmt.Sprintf("input %s (%s) has %d outputs in the committed output (output offsets %v, from txn ops %v)", first.In, first.ID, len(outs), offsets, txns)})
 	}
-	r.Details["inputs_with_output"] = len(c.byInput)
+	r.Details["inputs_with_output"] = inputs
 }
 
 // checkOffsetsMatchOutput: no output at or past the committed offset; no committed offset
@@ -351,7 +422,7 @@ func (c *pipeRun) checkOffsetsMatchOutput(r *Result) {
 		}
 		// Without the end offsets (an older history), the end of what the harness wrote, and
 		// only when every send's fate is known: a record that may have landed may be the end.
-		if end := c.ends[p]; committed > end && len(c.sentIDs) == len(c.sent)+len(c.aborted) {
+		if end := c.ends[p]; committed > end && len(c.sentIDSet()) == c.landed.len()+len(c.aborted) {
 			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("input:%d", p),
 				Explanation: fmt.Sprintf("partition %d's committed offset %d is past its input's end %d", p, committed, end)})
 		}
@@ -364,43 +435,54 @@ func (c *pipeRun) checkOffsetsMatchOutput(r *Result) {
 	}
 	// Per transaction whose outputs were committed: its outputs cover its inputs, and the
 	// offsets it sent end where its inputs do.
-	byTxn := map[int64]map[history.PipeOffset]bool{}
-	for _, o := range c.outputs {
-		if byTxn[o.Txn] == nil {
-			byTxn[o.Txn] = map[history.PipeOffset]bool{}
-		}
-		byTxn[o.Txn][o.In] = true
-	}
-	for _, id := range slices.Sorted(maps.Keys(byTxn)) {
-		op, ok := c.txns[id]
+	var ins []history.PipeOffset  // the inputs of the transaction's outputs, sorted, each once
+	var ends []history.PipeOffset // per partition: one past the last input the transaction consumed
+	txns := txnCursor(c.txnList)
+	for outs := range runs(c.outputs, c.byTxn, func(a, b *history.PipeOutput) int { return cmp.Compare(a.Txn, b.Txn) }) {
+		id := c.outputs[outs[0]].Txn
+		op, ok := txns.find(id)
 		if !ok {
 			continue // well-formed says so
 		}
+		ins = ins[:0]
+		for _, i := range outs {
+			if in := c.outputs[i].In; len(ins) == 0 || ins[len(ins)-1] != in {
+				ins = append(ins, in)
+			}
+		}
 		a := op.Args.Pipe
 		missing := 0
-		end := map[int32]int64{} // per partition: one past the last input the transaction consumed
+		ends = ends[:0]
 		for _, in := range a.Inputs {
-			for o := in.From; o < in.To; o++ {
-				if !byTxn[id][history.PipeOffset{Partition: in.Partition, Offset: o}] {
-					missing++
-				}
+			if in.To > in.From {
+				// The range's inputs less those with an output: ins are sorted, so those are
+				// a run of them.
+				from, _ := slices.BinarySearchFunc(ins, history.PipeOffset{Partition: in.Partition, Offset: in.From}, comparePipeOffsets)
+				to, _ := slices.BinarySearchFunc(ins, history.PipeOffset{Partition: in.Partition, Offset: in.To}, comparePipeOffsets)
+				missing += int(in.To-in.From) - (to - from)
 			}
-			end[in.Partition] = max(end[in.Partition], in.To)
+			if j := slices.IndexFunc(ends, func(e history.PipeOffset) bool { return e.Partition == in.Partition }); j >= 0 {
+				ends[j].Offset = max(ends[j].Offset, in.To)
+			} else {
+				ends = append(ends, history.PipeOffset{Partition: in.Partition, Offset: max(0, in.To)})
+			}
 		}
-		for _, p := range slices.Sorted(maps.Keys(end)) {
+		slices.SortFunc(ends, comparePipeOffsets) // one a partition: by partition
+		for _, e := range ends {
+			p, end := e.Partition, e.Offset
 			sent := slices.IndexFunc(a.Offsets, func(x history.PipeOffset) bool { return x.Partition == p })
-			if sent < 0 || a.Offsets[sent].Offset != end[p] {
+			if sent < 0 || a.Offsets[sent].Offset != end {
 				got := "none"
 				if sent >= 0 {
 					got = fmt.Sprint(a.Offsets[sent].Offset)
 				}
 				r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Log: fmt.Sprintf("input:%d", p), Ops: []int64{id},
-					Explanation: fmt.Sprintf("txn op %d committed the outputs of partition %d's inputs up to %d with offset %s, want %d", id, p, end[p], got, end[p])})
+					Explanation: fmt.Sprintf("txn op %d committed the outputs of partition %d's inputs up to %d with offset %s, want %d", id, p, end, got, end)})
 			}
 		}
 		if missing > 0 {
 			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOffsetsMatchOutput, Ops: []int64{id},
-				Explanation: fmt.Sprintf("txn op %d is torn: %d of its inputs' outputs are in the committed output, %d are not", id, len(byTxn[id]), missing)})
+				Explanation: fmt.Sprintf("txn op %d is torn: %d of its inputs' outputs are in the committed output, %d are not", id, len(ins), missing)})
 		}
 	}
 }
@@ -412,10 +494,14 @@ func (c *pipeRun) checkOrder(r *Result) {
 	// partition's outputs go to one output partition, and order is judged within it.
 	type stream struct{ out, in int32 }
 	last := map[stream]history.PipeOutput{}
-	outs := slices.Clone(c.outputs)
-	slices.SortStableFunc(outs, func(a, b history.PipeOutput) int {
+	byOffset := func(a, b history.PipeOutput) int {
 		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
-	})
+	}
+	outs := c.outputs // the final read gives them in this order: no copy to sort then
+	if !slices.IsSortedFunc(outs, byOffset) {
+		outs = slices.Clone(c.outputs)
+		slices.SortStableFunc(outs, byOffset)
+	}
 	for _, o := range outs {
 		if prev, ok := last[stream{o.Partition, o.In.Partition}]; ok && o.In.Offset <= prev.In.Offset && o.In != prev.In {
 			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSOrder, Log: fmt.Sprintf("output:%d", o.Partition), Ops: compactIDs([]int64{prev.Txn, o.Txn}),
@@ -427,17 +513,22 @@ func (c *pipeRun) checkOrder(r *Result) {
 
 // checkTxnOutcome: the outcome each member reported agrees with the committed output.
 func (c *pipeRun) checkTxnOutcome(r *Result) {
-	committed := map[int64]int{}
-	for _, o := range c.outputs {
-		committed[o.Txn]++
-	}
-	for _, id := range slices.Sorted(maps.Keys(c.txns)) {
-		op := c.txns[id]
+	next := c.byTxn // the outputs of the transactions from id on
+	for _, op := range c.txnList {
+		id := op.ID
+		for len(next) > 0 && c.outputs[next[0]].Txn < id {
+			next = next[1:]
+		}
+		committed := 0 // how many of its outputs are in the committed output
+		for len(next) > 0 && c.outputs[next[0]].Txn == id {
+			committed++
+			next = next[1:]
+		}
 		switch {
-		case op.Type == history.TypeFail && committed[id] > 0:
+		case op.Type == history.TypeFail && committed > 0:
 			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSTxnOutcome, Ops: []int64{id},
-				Explanation: fmt.Sprintf("txn op %d of %s was reported not committed (%s), but %d of its outputs are in the committed output", id, op.Member, op.Error, committed[id])})
-		case op.Type == history.TypeOK && committed[id] == 0:
+				Explanation: fmt.Sprintf("txn op %d of %s was reported not committed (%s), but %d of its outputs are in the committed output", id, op.Member, op.Error, committed)})
+		case op.Type == history.TypeOK && committed == 0:
 			r.Anomalies = append(r.Anomalies, Anomaly{Guarantee: EOSTxnOutcome, Ops: []int64{id},
 				Explanation: fmt.Sprintf("txn op %d of %s was reported committed, but none of its outputs is in the committed output", id, op.Member)})
 		}
@@ -452,7 +543,7 @@ func (c *pipeRun) checkReadCommitted(r *Result) {
 		switch {
 		case c.aborted[o.ID]:
 			why = "was written in a transaction the harness aborted"
-		case !c.sentIDs[o.ID]:
+		case !c.wasSent(&o):
 			why = "was never written"
 		default:
 			continue
@@ -473,20 +564,20 @@ func (c *pipeRun) checkFold(r *Result) {
 	case c.h.Meta.Pipeline == nil || !c.h.Meta.Pipeline.Stateful:
 		r.Verdict, r.Details["not_covered"] = VerdictNotCovered, "the run is not stateful"
 		return
-	case len(c.sentIDs) != len(c.sent)+len(c.aborted):
+	case len(c.sentIDSet()) != c.landed.len()+len(c.aborted):
 		// A record that may have landed may be in the fold: the prefix is not known.
-		r.Verdict, r.Details["unknown"] = VerdictUnknown, fmt.Sprintf("%d input records were sent with an unknown outcome", len(c.sentIDs)-len(c.sent)-len(c.aborted))
+		r.Verdict, r.Details["unknown"] = VerdictUnknown, fmt.Sprintf("%d input records were sent with an unknown outcome", len(c.sentIDSet())-c.landed.len()-len(c.aborted))
 		return
 	}
-	folds := map[history.PipeOffset][2]int64{} // per input record: the fold up to it
+	folds := make(map[history.PipeOffset][2]int64, c.landed.len()) // per input record: the fold up to it
 	var p int32 = -1
 	var count, sum int64
-	for _, in := range slices.SortedFunc(maps.Keys(c.sent), comparePipeOffsets) {
+	for in, id := range c.landed.all() {
 		if in.Partition != p {
 			p, count, sum = in.Partition, 0, 0
 		}
 		count++
-		sum += pipeRecordNumber(c.sent[in])
+		sum += pipeRecordNumber(c.landedIDs[id])
 		folds[in] = [2]int64{count, sum}
 	}
 	// In output order (each input partition's outputs go to one output partition), an
@@ -529,6 +620,15 @@ func (c *pipeRun) checkFold(r *Result) {
 func pipeRecordNumber(id string) int64 {
 	n, _ := strconv.ParseInt(strings.TrimPrefix(id, "i"), 10, 64)
 	return n
+}
+
+// wasSent reports whether a send wrote the input record output o is made of: the record that
+// landed where o says, or any other of that id.
+func (c *pipeRun) wasSent(o *history.PipeOutput) bool {
+	if i, ok := c.landed.get(o.In); ok && c.landedIDs[i] == o.ID {
+		return true
+	}
+	return c.sentIDSet()[o.ID]
 }
 
 // pipeCoverage judges the coverage of a pipeline run: final-read and ops-succeeded always,

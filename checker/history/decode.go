@@ -24,6 +24,8 @@ type decoder struct {
 	// strs, when set, caches interned strings by hash in front of the intern map: a hit
 	// costs a hash and a comparison, where the map (thousands of roles) costs a probe.
 	strs *[1 << 12]string
+	// slabs hold the pipeline payloads of the fast path.
+	slabs pipeSlabs
 }
 
 var errSyntax = fmt.Errorf("invalid JSON: %w", ErrMalformed)

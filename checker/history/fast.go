@@ -1,5 +1,7 @@
 package history
 
+import "bytes"
+
 // The fast path: invokes and completions exactly as appendEvent writes them (its keys, their
 // order, no spaces, strings without escapes) are decoded by matching the writer's bytes, not by
 // the generic lexer that looks every key up. The first byte that differs from what the writer
@@ -160,6 +162,12 @@ func (d *decoder) fastInvoke(c *scan, e *Event) {
 	if !c.lit(`,"args":{`) {
 		return
 	}
+	if e.Kind.IsPipeline() {
+		c.must(`"pipe":`)
+		e.Args.Pipe = d.fastPipeArgs(c)
+		c.must(`}`)
+		return
+	}
 	write := e.Kind.IsWrite()
 	if write {
 		c.must(`"token":`)
@@ -180,7 +188,11 @@ func (d *decoder) fastCompletion(c *scan, e *Event) {
 	c.must(`,"time":`)
 	e.Time = c.int(64)
 	if e.Type == TypeOK && c.lit(`,"result":{`) {
-		d.fastResult(c, &e.Result)
+		if c.lit(`"pipe":`) {
+			e.Result.Pipe = d.fastPipeResult(c)
+		} else {
+			d.fastResult(c, &e.Result)
+		}
 		c.must(`}`)
 	}
 	e.Error = c.optStr(d, `,"error":`)
@@ -259,4 +271,175 @@ func (d *decoder) fastRecord(c *scan) Record {
 	}
 	c.must(`}`)
 	return r
+}
+
+// The pipeline payloads, as encoding/json writes them (appendPipe): the struct's fields in
+// order, the empty ones left out. A pipeline history is nearly all of them, and its final
+// read of the output is one line of an output a record (100 MB at a million operations),
+// which one worker decodes alone: the lexer's closures and key lookups made most of a read.
+
+// fields matches an object's optional keys in the writer's order: each key after the first
+// is preceded by a comma.
+type fields struct {
+	c     *scan
+	first bool
+}
+
+// key consumes key (which starts with its comma, dropped for the first) when it comes next.
+func (f *fields) key(key string) bool {
+	if f.first {
+		key = key[1:]
+	}
+	if !f.c.lit(key) {
+		return false
+	}
+	f.first = false
+	return true
+}
+
+func (d *decoder) fastPipeArgs(c *scan) *PipeArgs {
+	a := d.slabs.args()
+	c.must(`{`)
+	f := fields{c: c, first: true}
+	if f.key(`,"id":`) {
+		a.ID = string(c.str()) // unique: neither interned nor cached
+	}
+	if f.key(`,"group":`) {
+		a.Group = d.internBytes(c.str())
+	}
+	if f.key(`,"member_id":`) {
+		a.MemberID = d.internBytes(c.str())
+	}
+	if f.key(`,"generation":`) {
+		a.Generation = int32(c.int(32))
+	}
+	if f.key(`,"txn_id":`) {
+		a.TransactionalID = d.internBytes(c.str())
+	}
+	if f.key(`,"inputs":[`) {
+		for c.ok {
+			var r PipeRange
+			c.must(`{"partition":`)
+			r.Partition = int32(c.int(32))
+			c.must(`,"from":`)
+			r.From = c.int(64)
+			c.must(`,"to":`)
+			r.To = c.int(64)
+			c.must(`}`)
+			a.Inputs = append(a.Inputs, r)
+			if !c.lit(`,`) {
+				break
+			}
+		}
+		c.must(`]`)
+	}
+	if f.key(`,"offsets":[`) {
+		a.Offsets = c.pipeOffsets()
+	}
+	c.must(`}`)
+	return a
+}
+
+func (d *decoder) fastPipeResult(c *scan) *PipeResult {
+	r := d.slabs.result()
+	c.must(`{`)
+	f := fields{c: c, first: true}
+	if f.key(`,"token":`) {
+		t := c.token()
+		r.Token = &t
+	}
+	if f.key(`,"sent":`) {
+		r.Sent = d.slabs.offset()
+		*r.Sent = c.pipeOffset()
+	}
+	if f.key(`,"outputs":[`) {
+		// Room for them all at once: growing a slice of a million outputs by append copied
+		// it over and over and allocated several times its size. Each output is two objects
+		// (itself and its "in"); counting a byte is the fast count.
+		r.Outputs = make([]PipeOutput, 0, bytes.Count(c.b[c.i:], []byte{'{'})/2+1)
+		for c.ok {
+			var o PipeOutput
+			c.must(`{"partition":`)
+			o.Partition = int32(c.int(32))
+			c.must(`,"offset":`)
+			o.Offset = c.int(64)
+			c.must(`,"in":{"partition":`)
+			o.In.Partition = int32(c.int(32))
+			c.must(`,"offset":`)
+			o.In.Offset = c.int(64)
+			c.must(`},"id":`)
+			o.ID = string(c.str()) // an input's: unique, neither interned nor cached
+			c.must(`,"txn":`)
+			o.Txn = c.int(64)
+			o.Member = c.optStr(d, `,"member":`)
+			if c.lit(`,"generation":`) {
+				o.Generation = int32(c.int(32))
+			}
+			c.must(`}`)
+			r.Outputs = append(r.Outputs, o)
+			if !c.lit(`,`) {
+				break
+			}
+		}
+		c.must(`]`)
+	}
+	if f.key(`,"offsets":[`) {
+		r.Offsets = c.pipeOffsets()
+	}
+	if f.key(`,"input_ends":[`) {
+		r.InputEnds = c.pipeOffsets()
+	}
+	c.must(`}`)
+	return r
+}
+
+// pipeOffset consumes a {partition, offset} object.
+func (c *scan) pipeOffset() PipeOffset {
+	c.must(`{"partition":`)
+	p := c.int(32)
+	c.must(`,"offset":`)
+	o := c.int(64)
+	c.must(`}`)
+	return PipeOffset{Partition: int32(p), Offset: o}
+}
+
+// pipeOffsets consumes the elements of a non-empty array of {partition, offset} objects, and
+// its closing bracket.
+func (c *scan) pipeOffsets() []PipeOffset {
+	var out []PipeOffset
+	for c.ok {
+		out = append(out, c.pipeOffset())
+		if !c.lit(`,`) {
+			break
+		}
+	}
+	c.must(`]`)
+	return out
+}
+
+// pipeSlabs hands out the payloads the fast path decodes from blocks of them, not one
+// allocation each: a pipeline history has a million or so, nearly all kept to the end, and
+// an allocation each was a tenth of a read.
+type pipeSlabs struct {
+	argsBlock    []PipeArgs
+	resultBlock  []PipeResult
+	offsetsBlock []PipeOffset
+}
+
+const slabSize = 256
+
+func (s *pipeSlabs) args() *PipeArgs { return next(&s.argsBlock) }
+
+func (s *pipeSlabs) result() *PipeResult { return next(&s.resultBlock) }
+
+func (s *pipeSlabs) offset() *PipeOffset { return next(&s.offsetsBlock) }
+
+// next returns a pointer to a new zero element of *block, starting a new block when it is
+// full.
+func next[T any](block *[]T) *T {
+	if len(*block) == cap(*block) {
+		*block = make([]T, 0, slabSize)
+	}
+	*block = (*block)[:len(*block)+1]
+	return &(*block)[len(*block)-1]
 }

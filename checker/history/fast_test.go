@@ -76,6 +76,21 @@ func TestFastPathAgreesWithTheLexer(t *testing.T) {
 		`{"type":"ok","id":1,"time":5,"result":{"records":[{"offset":0,"kind":"lease","token":{"producer_id":1,"epoch":0},"write_id":"w"},]}}`,
 		`{"type":"fail","id":1,"time":5,"error":"fenced","message":"a \"quoted\" word"}`,
 		`{"type":"info","id":1,"time":5,"message":"m","error":"timeout"}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"kind":"send","args":{"pipe":null}}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"kind":"send","args":{"pipe":{"id":"i\u0030"}}}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"kind":"txn","args":{"pipe":{"inputs":[]}}}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"kind":"txn","args":{"pipe":{"group":"g","id":"i0"}}}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"kind":"txn","args":{"pipe":{"group":"g","extra":1}}}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"kind":"txn","args":{"pipe":{"inputs":[{"partition":0,"to":5,"from":0}]}}}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"kind":"send","args":{"token":{"producer_id":1,"epoch":0},"pipe":{"id":"i0"}}}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"kind":"describe","args":{"pipe":{"id":"i0"}}}`,
+		`{"type":"ok","id":1,"time":5,"result":{"pipe":{"sent":null}}}`,
+		`{"type":"ok","id":1,"time":5,"result":{"pipe":{"token":null}}}`,
+		`{"type":"ok","id":1,"time":5,"result":{"pipe":{"outputs":[]}}}`,
+		`{"type":"ok","id":1,"time":5,"result":{"pipe":{"outputs":[{"partition":0,"offset":0,"in":{"partition":0,"offset":0},"txn":3,"id":"i0"}]}}}`,
+		`{"type":"ok","id":1,"time":5,"result":{"pipe":{"offsets":[{"partition":0,"offset":1}],"sent":{"partition":0,"offset":0}}}}`,
+		`{"type":"ok","id":1,"time":5,"result":{"pipe":{"offsets":[{"partition":0,"offset":1},]}}}`,
+		`{"type":"ok","id":1,"time":5,"result":{"pipe":{"sent":{"partition":0,"offset":0}},"held":true}}`,
 	}
 	for _, line := range declined {
 		if agree(line) {
@@ -92,6 +107,16 @@ func TestFastPathAgreesWithTheLexer(t *testing.T) {
 		`{"type":"ok","id":1,"time":5,"result":{"records":[]}}`,
 		`{"type":"ok","id":1,"time":5,"result":{"records":[{"offset":0,"kind":"registration","member":"m1"},{"offset":1,"kind":"work","member":"m1","role":"r","token":{"producer_id":1,"epoch":0}}]}}`,
 		`{"type":"info","id":1,"time":5,"error":"timeout","message":"é, ü"}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"process":"seeder","kind":"send","args":{"pipe":{"id":"i0"}}}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"kind":"send","args":{"pipe":{}}}`,
+		`{"type":"invoke","id":2,"time":5,"client":3,"process":"p1","member":"m1","kind":"txn","args":{"pipe":{"group":"g","member_id":"m-1","generation":-7,"txn_id":"t","inputs":[{"partition":0,"from":0,"to":5},{"partition":2,"from":-1,"to":0}],"offsets":[{"partition":0,"offset":5},{"partition":2,"offset":0}]}}}`,
+		`{"type":"invoke","id":3,"time":5,"client":0,"process":"final","kind":"final-output"}`,
+		`{"type":"ok","id":1,"time":5,"result":{"pipe":{"sent":{"partition":0,"offset":0}}}}`,
+		`{"type":"ok","id":1,"time":5,"result":{"pipe":{}}}`,
+		`{"type":"ok","id":2,"time":5,"result":{"pipe":{"token":{"producer_id":1,"epoch":0}}}}`,
+		`{"type":"fail","id":2,"time":5,"error":"fenced","message":"UNKNOWN_MEMBER_ID"}`,
+		`{"type":"ok","id":3,"time":5,"result":{"pipe":{"outputs":[{"partition":0,"offset":0,"in":{"partition":0,"offset":0},"id":"i0","txn":2,"member":"m1","generation":1},{"partition":1,"offset":9,"in":{"partition":0,"offset":1},"id":"","txn":2}]}}}`,
+		`{"type":"ok","id":4,"time":5,"result":{"pipe":{"offsets":[{"partition":0,"offset":7}],"input_ends":[{"partition":0,"offset":8},{"partition":1,"offset":0}]}}}`,
 	}
 	for _, line := range taken {
 		if !agree(line) {
@@ -101,4 +126,28 @@ func TestFastPathAgreesWithTheLexer(t *testing.T) {
 	if !bytes.Contains([]byte(strings.Join(lines, "")), []byte(`"records":[{`)) {
 		t.Fatal("the generated histories hold no records: the test proves less than it says")
 	}
+}
+
+// FuzzFastPathAgreesWithTheLexer: whatever line the fast path takes, the lexer decodes to the
+// same event.
+func FuzzFastPathAgreesWithTheLexer(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"invoke","id":2,"time":5,"client":3,"process":"p1","member":"m1","kind":"txn","args":{"pipe":{"group":"g","member_id":"m-1","generation":-7,"txn_id":"t","inputs":[{"partition":0,"from":0,"to":5}],"offsets":[{"partition":0,"offset":5}]}}}`,
+		`{"type":"ok","id":3,"time":5,"result":{"pipe":{"outputs":[{"partition":0,"offset":0,"in":{"partition":0,"offset":0},"id":"i0","txn":2,"member":"m1","generation":1}]}}}`,
+		`{"type":"ok","id":4,"time":5,"result":{"pipe":{"token":{"producer_id":1,"epoch":0},"sent":{"partition":0,"offset":0},"offsets":[{"partition":0,"offset":7}],"input_ends":[{"partition":0,"offset":8}]}}}`,
+		`{"type":"ok","id":1,"time":5,"result":{"records":[{"offset":0,"kind":"registration","member":"m1"},{"offset":1,"kind":"work","member":"m1","role":"r","token":{"producer_id":1,"epoch":0}}]}}`,
+		`{"type":"invoke","id":1,"time":5,"client":0,"process":"p1","member":"m1","role":"r","kind":"work","args":{"token":{"producer_id":-1,"epoch":-1},"write_id":"w","work_partition":3}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		got, ok := history.DecodeFast(line)
+		if !ok {
+			return
+		}
+		want, err := history.DecodeLex(line)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("line %s\nfast  %+v\nlexer %+v (%v)", line, got, want, err)
+		}
+	})
 }

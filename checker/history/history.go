@@ -47,11 +47,13 @@ type History struct {
 
 	// The operations in the order of their invoke lines (see Len and Op), and the tables
 	// their recs index: their strings (names lists the interned ones), the records of
-	// reads, the texts of failures, and the operations kept whole.
+	// reads, the payloads of pipeline operations, the texts of failures, and the operations
+	// kept whole.
 	ops   []rec
 	strs  []string
 	names map[string]uint32
 	reads [][]Record
+	pipes []pipePayload
 	fails []failText
 	odd   map[int32]Op
 }
@@ -197,6 +199,12 @@ func (b *Builder) Add(e *Event) error {
 		b.h.Format = format
 		if e.Meta != nil {
 			b.h.Meta = *e.Meta
+			if e.Meta.Workload == WorkloadPipeline {
+				// Nearly every operation of a pipeline run has payloads: room for them all, as
+				// for the operations (growing the table by append's quarter allocated five
+				// times its size).
+				b.h.pipes = make([]pipePayload, 0, cap(b.h.ops))
+			}
 		}
 		return nil
 	}
@@ -248,16 +256,6 @@ func (b *Builder) invoke(e *Event) error {
 	if e.Client < math.MinInt32 || e.Client > math.MaxInt32 {
 		return fmt.Errorf("op %d: client %d out of range: %w", e.ID, e.Client, ErrMalformed)
 	}
-	if e.Kind.IsPipeline() {
-		// Kept whole (History.odd): a pipeline operation's payload has no place in a rec.
-		b.remember(e.ID, int32(len(b.h.ops)))
-		b.h.ops = append(b.h.ops, rec{})
-		b.h.SetOp(len(b.h.ops)-1, Op{
-			ID: e.ID, Client: e.Client, Process: e.Process, Member: e.Member, Role: e.Role, Kind: e.Kind,
-			Args: Args{Token: NoToken, Pipe: e.Args.Pipe}, Invoke: e.Time, Return: Never, Type: TypeInfo, Pending: true,
-		})
-		return nil
-	}
 	r := rec{
 		id: e.ID, invoke: e.Time, ret: Never, process: b.h.name(e.Process), member: b.h.name(e.Member), role: b.h.name(e.Role),
 		tok: NoToken, client: int32(e.Client), kind: kind, typ: TypeInfo, flags: flagPending,
@@ -277,6 +275,11 @@ func (b *Builder) invoke(e *Event) error {
 			r.flags |= flagRoleLog
 		}
 	}
+	if pipeKinds[kind] {
+		// Its payload in History.pipes: only args.pipe, whatever lease arguments the line has.
+		r.aux = int64(len(b.h.pipes))
+		b.h.pipes = append(b.h.pipes, pipePayload{args: e.Args.Pipe})
+	}
 	if e.Kind.IsWrite() {
 		if e.Args.WriteID == "" {
 			return fmt.Errorf("op %d: %s without a write id: %w", e.ID, e.Kind, ErrMalformed)
@@ -294,7 +297,7 @@ func (b *Builder) complete(e *Event) error {
 		return fmt.Errorf("%s of op %d that was never invoked: %w", e.Type, e.ID, ErrMalformed)
 	}
 	r := &b.h.ops[i]
-	if r.flags&flagOdd != 0 { // a pipeline operation (see invoke)
+	if r.flags&flagOdd != 0 { // an operation kept whole (see below)
 		op := b.h.odd[i]
 		if !op.Pending {
 			return fmt.Errorf("op %d completed twice: %w", e.ID, ErrMalformed)
@@ -310,7 +313,12 @@ func (b *Builder) complete(e *Event) error {
 		return fmt.Errorf("op %d completed twice: %w", e.ID, ErrMalformed)
 	}
 	kind := opKinds[r.kind]
-	if e.Type == TypeOK {
+	if pipeKinds[r.kind] {
+		// Only result.pipe: a pipeline operation has no lease result.
+		if e.Type == TypeOK {
+			b.h.pipes[r.aux].res = e.Result.Pipe
+		}
+	} else if e.Type == TypeOK {
 		res := &e.Result
 		if err := checkResult(kind, res); err != nil {
 			return fmt.Errorf("op %d: %w", e.ID, err)

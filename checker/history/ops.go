@@ -13,10 +13,11 @@ import (
 //
 // rec keeps what the Builder produces without redundancy: the one token an operation
 // carries (a write's, or what an acquire or a describe returned), the log only as a flag
-// and a partition (a lease log is the operation's role), its strings, a read's records and a
-// failure's texts as indexes into the History's tables. An Op that does not fit this shape
-// (one only a test would build: a write with a result token, a log of another role) is kept
-// whole in History.odd, so SetOp and Append keep any Op exactly.
+// and a partition (a lease log is the operation's role), its strings, a read's records, a
+// pipeline operation's payloads and a failure's texts as indexes into the History's tables.
+// An Op that does not fit this shape (one only a test would build: a write with a result
+// token, a log of another role) is kept whole in History.odd, so SetOp and Append keep any Op
+// exactly.
 type rec struct {
 	id, invoke, ret int64
 	// The strings, as indexes in History.strs (0 is ""): process, member and role names
@@ -25,8 +26,9 @@ type rec struct {
 	// tok is Result.Token when flagResultToken is set (Args.Token is then NoToken), else
 	// Args.Token. Op and Load point Result.Token here.
 	tok Token
-	// aux is Result.Offset when flagOffset is set (Op and Load point Result.Offset here), or the
-	// index of Result.Records in History.reads when flagRecords is set.
+	// aux is Result.Offset when flagOffset is set (Op and Load point Result.Offset here), the
+	// index of Result.Records in History.reads when flagRecords is set, and the index of a
+	// pipeline operation's payloads in History.pipes (see pipeKinds).
 	aux       int64
 	client    int32
 	fail      int32 // 1 + the index of Error and Message in History.fails; 0: both empty
@@ -50,6 +52,24 @@ const (
 // opKinds are the operation kinds a rec can name; 0 is the empty kind.
 var opKinds = [...]Kind{"", KindRegister, KindAcquire, KindWriteLease, KindWork, KindRead, KindDescribe, KindFinalRead,
 	KindSend, KindTxn, KindFinalOutput, KindFinalOffsets, KindFetch, KindFinalTxns}
+
+// pipeKinds marks the pipeline kinds of opKinds. A rec of one of them (unless odd) has its
+// Args.Pipe and Result.Pipe in History.pipes[aux], and no lease arguments or results. A
+// pipeline history is mostly these operations: kept whole, in History.odd, a million of them
+// made a map of 240-byte Ops that building the history and every pass of the checker paid
+// a hash and a cache miss an operation for.
+var pipeKinds = func() (pipe [len(opKinds)]bool) {
+	for i, k := range opKinds {
+		pipe[i] = k.IsPipeline()
+	}
+	return pipe
+}()
+
+// pipePayload is a pipeline operation's arguments and result (Args.Pipe, Result.Pipe).
+type pipePayload struct {
+	args *PipeArgs
+	res  *PipeResult
+}
 
 func kindCode(k Kind) (uint8, bool) {
 	for i, o := range opKinds {
@@ -105,13 +125,16 @@ func (h *History) Append(ops ...Op) {
 // pack returns the rec of op, operation i, adding to the history's tables what it needs.
 func (h *History) pack(i int32, op *Op) rec {
 	kind, known := kindCode(op.Kind)
+	pipe := known && pipeKinds[kind]
 	l := op.Args.Log
 	roleLog, workLog := l != (LogID{}) && !l.Work && l.Role == op.Role, l.Work && l.Role == ""
 	// The shapes a rec has no room for: an unknown kind, a client beyond 32 bits, a result
-	// token beside a write's token, a log of another role, an offset beside records, and
-	// every pipeline operation (its payload has no place in a rec).
-	if !known || op.Kind.IsPipeline() || op.Args.Pipe != nil || op.Result.Pipe != nil ||
-		op.Client < math.MinInt32 || op.Client > math.MaxInt32 ||
+	// token beside a write's token, a log of another role, an offset beside records, a
+	// pipeline payload on a lease operation, and lease arguments or results on a pipeline one.
+	if !known || op.Client < math.MinInt32 || op.Client > math.MaxInt32 ||
+		!pipe && (op.Args.Pipe != nil || op.Result.Pipe != nil) ||
+		pipe && (op.Args.Token != NoToken || op.Args.WriteID != "" || l != (LogID{}) ||
+			op.Result.Token != nil || op.Result.Held || op.Result.Offset != nil || op.Result.Records != nil) ||
 		op.Result.Token != nil && op.Args.Token != NoToken ||
 		l != (LogID{}) && !roleLog && !workLog ||
 		op.Result.Offset != nil && op.Result.Records != nil {
@@ -153,6 +176,10 @@ func (h *History) pack(i int32, op *Op) rec {
 		r.aux = int64(len(h.reads))
 		h.reads = append(h.reads, op.Result.Records)
 		r.flags |= flagRecords
+	}
+	if pipe {
+		r.aux = int64(len(h.pipes))
+		h.pipes = append(h.pipes, pipePayload{op.Args.Pipe, op.Result.Pipe})
 	}
 	if op.Error != "" || op.Message != "" {
 		h.fails = append(h.fails, failText{op.Error, op.Message})
@@ -223,7 +250,11 @@ func (h *History) Load(i int, op *Op) {
 	}
 	op.Args.Log = h.log(r)
 	op.Result.Offset, op.Result.Records = nil, nil
-	if r.flags&flagOffset != 0 {
+	op.Args.Pipe, op.Result.Pipe = nil, nil
+	if pipeKinds[r.kind] {
+		p := &h.pipes[r.aux]
+		op.Args.Pipe, op.Result.Pipe = p.args, p.res
+	} else if r.flags&flagOffset != 0 {
 		op.Result.Offset = &r.aux
 	} else if r.flags&flagRecords != 0 {
 		op.Result.Records = h.reads[r.aux]

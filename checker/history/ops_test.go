@@ -16,6 +16,8 @@ func TestSetOpKeepsAnyOperation(t *testing.T) {
 	tok := &history.Token{ProducerID: 4, Epoch: 2}
 	off := int64(7)
 	recs := []history.Record{{Offset: 0, Kind: history.RecordLease, Member: "m1", Token: *tok, WriteID: "w1"}}
+	pipeArgs := history.Args{Token: history.NoToken, Pipe: &history.PipeArgs{ID: "i1", Inputs: []history.PipeRange{{Partition: 1, From: 2, To: 3}}}}
+	pipeResult := history.Result{Pipe: &history.PipeResult{Sent: &history.PipeOffset{Partition: 1, Offset: 2}}}
 	shapes := map[string]func(op *history.Op){
 		"as generated":            func(*history.Op) {},
 		"failure texts":           func(op *history.Op) { op.Error, op.Message = history.ErrorFenced, "fenced: é" },
@@ -31,6 +33,17 @@ func TestSetOpKeepsAnyOperation(t *testing.T) {
 		"held without a token":    func(op *history.Op) { op.Result.Held, op.Result.Token = true, nil },
 		"zero args, result token": func(op *history.Op) { op.Args, op.Result.Token = history.Args{}, tok },
 		"pending":                 func(op *history.Op) { op.Pending, op.Type, op.Return = true, history.TypeInfo, history.Never },
+		"pipeline":                func(op *history.Op) { op.Kind, op.Args, op.Result = history.KindTxn, pipeArgs, pipeResult },
+		"pipeline, no result":     func(op *history.Op) { op.Kind, op.Args, op.Result = history.KindSend, pipeArgs, history.Result{} },
+		"pipeline, lease token": func(op *history.Op) {
+			op.Kind, op.Args, op.Result = history.KindSend, pipeArgs, pipeResult
+			op.Args.Token = *tok
+		},
+		"pipeline, lease result": func(op *history.Op) {
+			op.Kind, op.Args, op.Result = history.KindFinalOutput, pipeArgs, pipeResult
+			op.Result.Offset = &off
+		},
+		"pipeline payload on a lease op": func(op *history.Op) { op.Result.Pipe = pipeResult.Pipe },
 	}
 	h := generated(t, 9)
 	rng := rand.New(rand.NewPCG(9, 9))

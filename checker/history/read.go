@@ -48,12 +48,14 @@ func ReadFile(path string) (*History, error) {
 // joined in file order. When r can seek (a file), Read first counts its lines, a fast pass,
 // so that the operations are allocated once at their exact size: growing a slice of a million
 // operations copies it several times, and reserving too much inflates the heap the garbage
-// collector works with.
+// collector works with. The same pass measures the longest line, so that a chunk that meets
+// it grows once to hold it (see split).
 func Read(r io.Reader) (*History, error) {
-	hint := 0
+	hint, longest := 0, 0
 	if rs, ok := r.(io.ReadSeeker); ok {
 		if start, err := rs.Seek(0, io.SeekCurrent); err == nil {
-			lines, err := countLines(rs)
+			var lines int
+			lines, longest, err = countLines(rs)
 			if err != nil {
 				return nil, err
 			}
@@ -63,22 +65,32 @@ func Read(r io.Reader) (*History, error) {
 			hint = lines/2 + 1 // an invoke and (unless pending) a completion line per operation
 		}
 	}
-	return read(r, hint)
+	return read(r, hint, longest)
 }
 
 const chunkSize = 256 << 10
 
-func countLines(r io.Reader) (int, error) {
+// countLines returns the number of lines in r and the length of the longest: exact when it is
+// longer than chunkSize, at most chunkSize otherwise (only the lines that span reads are
+// measured).
+func countLines(r io.Reader) (lines, longest int, err error) {
 	buf := make([]byte, chunkSize)
-	n := 0
+	run := 0 // the length of the line the reads so far end in
 	for {
 		m, err := r.Read(buf)
-		n += bytes.Count(buf[:m], []byte{'\n'})
+		b := buf[:m]
+		if first := bytes.IndexByte(b, '\n'); first < 0 {
+			run += m
+		} else {
+			longest = max(longest, run+first)
+			lines += bytes.Count(b, []byte{'\n'})
+			run = m - bytes.LastIndexByte(b, '\n') - 1
+		}
 		if errors.Is(err, io.EOF) {
-			return n + 1, nil
+			return lines + 1, max(longest, run), nil
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 }
@@ -97,7 +109,7 @@ type chunk struct {
 	done      chan struct{}
 }
 
-func read(r io.Reader, hint int) (*History, error) {
+func read(r io.Reader, hint, longest int) (*History, error) {
 	defer pauseGC()()
 	workers := max(1, min(runtime.GOMAXPROCS(0), 4))
 	// On an early return, quit stops the reader; the workers then run out of work. Nothing
@@ -119,7 +131,7 @@ func read(r io.Reader, hint int) (*History, error) {
 	go func() {
 		defer close(work)
 		defer close(ordered)
-		readErr = split(r, quit, free, func(c *chunk) bool {
+		readErr = split(r, longest, quit, free, func(c *chunk) bool {
 			select {
 			case ordered <- c:
 			case <-quit:
@@ -204,8 +216,9 @@ func pauseGC() (resume func()) {
 }
 
 // split reads r into chunks of whole lines, taken from free, and passes them to emit in
-// order, until emit returns false, quit closes or r ends.
-func split(r io.Reader, quit <-chan struct{}, free <-chan *chunk, emit func(*chunk) bool) error {
+// order, until emit returns false, quit closes or r ends. longest, when not 0, is the length
+// of r's longest line (see countLines).
+func split(r io.Reader, longest int, quit <-chan struct{}, free <-chan *chunk, emit func(*chunk) bool) error {
 	line := 1
 	var carry []byte // the start of a line the previous chunk could not finish
 	for {
@@ -224,7 +237,14 @@ func split(r io.Reader, quit <-chan struct{}, free <-chan *chunk, emit func(*chu
 			if cap(buf)-len(buf) < chunkSize/2 {
 				// Double: a line longer than a chunk (a read of a large log) would otherwise
 				// be copied over and over as it grows.
-				buf = slices.Grow(buf, max(chunkSize, len(buf)))
+				n := max(chunkSize, len(buf))
+				if !newline && len(buf) >= chunkSize/2 {
+					// The chunk is one long line so far: room for the longest at once. A
+					// pipeline history's final read of the output is one line of 100 MB at a
+					// million operations; doubling up to it allocated 250 MB.
+					n = max(n, longest+chunkSize/2-len(buf))
+				}
+				buf = slices.Grow(buf, n)
 			}
 			n, rerr := r.Read(buf[len(buf):cap(buf)])
 			newline = newline || bytes.IndexByte(buf[len(buf):len(buf)+n], '\n') >= 0
