@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -724,4 +725,43 @@ func TestKillGroupCoordinator(t *testing.T) {
 	if !errors.Is(err, nemesis.ErrNoTarget) || !strings.Contains(err.Error(), "no consumer group") {
 		t.Errorf("kill group-coordinator of a role without a group: %v, want ErrNoTarget saying it has no consumer group", err)
 	}
+}
+
+// TestCoordinatorOfWaitsForAnOwner: a step aimed at the coordinator of a role that has no
+// transactional id yet (a pipeline's input partition before any member owns it, on a cold
+// cluster) waits for one and then takes hold, on the coordinator of the id it got.
+func TestCoordinatorOfWaitsForAnOwner(t *testing.T) {
+	var owned atomic.Bool
+	var asked atomic.Int64
+	f := newFixture(t, 1, func(e *nemesis.Env) {
+		resolve := e.Resolve
+		e.Resolve = func(role string) (nemesis.RoleKeys, error) {
+			k, err := resolve(role)
+			if role == "role-1" && !owned.Load() {
+				asked.Add(1)
+				k.TransactionalID = ""
+			}
+			return k, err
+		}
+	})
+	txnID := transport.TransactionalID(topic, transport.Role("role-1"))
+	bs, err := f.c.Brokers(context.Background(), cluster.RoleQuery{TransactionalIDs: []string{txnID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var coord string
+	for _, b := range bs {
+		if b.Has(cluster.BrokerRole{Kind: cluster.RoleTxnCoordinator, Key: txnID}) {
+			coord = b.Name()
+		}
+	}
+	time.AfterFunc(time.Second, func() { owned.Store(true) })
+	inj := f.inject(nemesis.Spec{Fault: "kill", Target: nemesis.Target{Brokers: nemesis.CoordinatorOf("role-1")}})
+	if asked.Load() < 2 {
+		t.Errorf("the role was resolved %d times before it had an owner, want the step to wait and ask again", asked.Load())
+	}
+	if got := inj.Window().Targets; coord == "" || !slices.Equal(got, []string{coord}) {
+		t.Errorf("targets %v, want the coordinator of %s (%s)", got, txnID, coord)
+	}
+	f.heal(inj)
 }

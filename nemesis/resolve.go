@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/links"
@@ -148,6 +149,10 @@ func (n *Nemesis) pickBrokers(ctx context.Context, sel Selector, free func(clust
 	return out, brokerNames(out), nil
 }
 
+// ownerWait bounds how long a step aimed at the coordinator of a role waits for the role to
+// have a transactional id (a pipeline's input partition, an owner).
+const ownerWait = 10 * time.Second
+
 // brokerByRole finds the coordinator or the leader a selector names.
 func (n *Nemesis) brokerByRole(ctx context.Context, sel Selector) (cluster.Broker, string, error) {
 	role, err := n.pickRole(sel.Role)
@@ -158,13 +163,26 @@ func (n *Nemesis) brokerByRole(ctx context.Context, sel Selector) (cluster.Broke
 	if err != nil {
 		return cluster.Broker{}, "", err
 	}
+	if sel.Kind == SelectCoordinator && keys.TransactionalID == "" {
+		// A pipeline's input partition has a transactional id once a member owns it, which
+		// on a cold cluster can be seconds after the run starts: the step waits for one, as a
+		// freeze waits for a holder.
+		wctx, cancel := context.WithTimeout(ctx, ownerWait)
+		err = poll(wctx, ErrNoTarget, func() error {
+			if keys, err = n.roleKeys(role); err == nil && keys.TransactionalID == "" {
+				err = fmt.Errorf("coordinator of %s: the role had no transactional id for %v (no member owned it)", role, ownerWait)
+			}
+			return err
+		})
+		cancel()
+		if err != nil {
+			return cluster.Broker{}, "", err
+		}
+	}
 	var q cluster.RoleQuery
 	var want cluster.BrokerRole
 	switch sel.Kind {
 	case SelectCoordinator:
-		if keys.TransactionalID == "" {
-			return cluster.Broker{}, "", fmt.Errorf("coordinator of %s: the role has no transactional id now (no member owns it yet): %w", role, ErrNoTarget)
-		}
 		q.TransactionalIDs = []string{keys.TransactionalID}
 		want = cluster.BrokerRole{Kind: cluster.RoleTxnCoordinator, Key: keys.TransactionalID}
 	case SelectGroupCoordinator:
