@@ -676,16 +676,19 @@ func (c *pipeRun) pipeCoverage() {
 				}
 				ok, r.Details["partitions_moved"] = moved > 0, moved
 			case CoverTxnAborted:
-				aborted, fenced := 0, 0
+				aborted, fenced, counted := 0, 0, 0
 				for _, op := range c.txns {
 					if op.Type == history.TypeFail {
 						aborted++
+						if c.nearFault(op.Return) {
+							counted++
+						}
 					}
 					if op.Error == history.ErrorFenced {
 						fenced++
 					}
 				}
-				ok, r.Details["aborted_txns"], r.Details["fenced_txns"] = aborted > 0, aborted, fenced
+				ok, r.Details["aborted_txns"], r.Details["fenced_txns"], r.Details["aborted_near_faults"] = counted > 0, aborted, fenced, counted
 			default:
 				panic("no pipeline coverage named " + name)
 			}
@@ -695,6 +698,26 @@ func (c *pipeRun) pipeCoverage() {
 		})
 		c.res.Coverage = append(c.res.Coverage, r)
 	}
+}
+
+// nearFault reports whether a transaction that ended at t counts for txn-aborted: in a run
+// with faults, it ended while one held or within the members' session timeout after one ended
+// (a zombie's transaction ends when it thaws), not in the scramble of the first assignment or
+// of the members leaving at the end; in a run without faults, any.
+func (c *pipeRun) nearFault(t int64) bool {
+	if len(c.h.Faults) == 0 {
+		return true
+	}
+	var grace int64
+	if m := c.h.Meta.Pipeline; m != nil {
+		grace = m.SessionTimeout
+	}
+	for _, f := range c.h.Faults {
+		if t >= f.Start && (f.End == history.Never || t <= f.End+grace) {
+			return true
+		}
+	}
+	return false
 }
 
 // setFirstAt sets each check's FirstAt: the latest completion among the operations its

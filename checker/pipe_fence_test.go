@@ -221,3 +221,32 @@ func TestTermination(t *testing.T) {
 		})
 	}
 }
+
+// TestTxnAbortedNearFaults: in a run with faults, txn-aborted counts a transaction that ended
+// while a fault held or within the members' session timeout after it ended (a zombie's), not
+// one aborted in the scramble of the first assignment or of the members leaving.
+func TestTxnAbortedNearFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		at   int64 // when the aborted transaction ends
+		want checker.Verdict
+	}{
+		{"before the fault", 1050, checker.VerdictInconclusive},
+		{"while it held", 1150, checker.VerdictValid},
+		{"within a session after it", 1240, checker.VerdictValid},
+		{"long after it", 1500, checker.VerdictInconclusive},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, outs, _, _ := handover()
+			b.events[0].Meta.Promises = []string{checker.CoverTxnAborted}
+			b.events[0].Meta.Pipeline.SessionTimeout = 50
+			b.events = append(b.events, history.Event{Type: history.TypeFaultStart, Fault: 1, Time: 1100, Kind: "member-pause"},
+				history.Event{Type: history.TypeFaultEnd, Fault: 1, Time: 1200, TookHold: true})
+			b.txnAt("m1", 1, 0, 4, 6, tc.at-5, tc.at-3, tc.at, history.TypeFail)
+			b.final(outs, history.PipeOffset{Partition: 0, Offset: 4})
+			if r := checkOf(b.check(t), checker.CoverTxnAborted); r.Verdict != tc.want {
+				t.Errorf("txn-aborted %s %v, want %s", r.Verdict, r.Details, tc.want)
+			}
+		})
+	}
+}
