@@ -63,14 +63,14 @@ pub fn producer_kind(e: &ProducerError) -> &'static str {
 /// What krabka said, with the name of a Kafka error code it gives only as a number.
 pub fn producer_text(e: &ProducerError) -> String {
     match e {
-        ProducerError::Server(c) | ProducerError::FatalTransactionError(c) => {
-            let name = code_name(*c);
-            if name.is_empty() {
-                format!("{e} (ProducerError::{e:?})")
-            } else {
-                format!("{e}: {name} (Kafka error {c})")
-            }
-        }
+        ProducerError::Server(c) => match code_name(*c) {
+            "" => format!("{e}"),
+            name => format!("broker answered {name} (Kafka error {c})"),
+        },
+        ProducerError::FatalTransactionError(c) => match code_name(*c) {
+            "" => format!("{e}"),
+            name => format!("{e} ({name})"),
+        },
         _ => format!("{e} (ProducerError::{e:?})"),
     }
 }
