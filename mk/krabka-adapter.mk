@@ -14,8 +14,8 @@
 #   - picky-krb 0.13.0 in Cargo.lock: 0.13.1 made AuthPack generic, which krabka-sspi 0.23.0
 #     (pulled in by krabka's Kerberos support) does not compile against. --locked keeps it.
 # Not part of CLIENT_ADAPTERS (make adapters, make test) yet: a cold build compiles about 380
-# crates (adapters/krabka/README.md has the measured time). Included from the Makefile; also
-# works alone (make -f mk/krabka-adapter.mk).
+# crates, about 21 minutes on a 2-core machine (docs/clients.md has the measurements).
+# Included from the Makefile; also works alone (make -f mk/krabka-adapter.mk).
 
 KRABKA_ADAPTER_DIR := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)/adapters/krabka
 KRABKA_ADAPTER_SRC := $(wildcard $(KRABKA_ADAPTER_DIR)/src/*.rs) $(KRABKA_ADAPTER_DIR)/Cargo.toml $(KRABKA_ADAPTER_DIR)/Cargo.lock
