@@ -13,6 +13,9 @@ FUZZTIME ?= 50000x
 -include mk/java-adapter.mk
 CLIENT_ADAPTERS := librdkafka sarama kafkajs
 -include $(CLIENT_ADAPTERS:%=mk/%-adapter.mk)
+# The krabka adapter (Rust): built only by its own target, make krabka-adapter, not by make
+# adapters or make test (its cold build is long; mk/krabka-adapter.mk).
+-include mk/krabka-adapter.mk
 # Tansu, a Kafka-compatible broker that lacks parts of the transaction APIs: the preflight's
 # test on a real broker (make tansu-check; docs/clusters.md#preflight).
 -include mk/tansu.mk

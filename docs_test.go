@@ -295,13 +295,13 @@ func TestEnvironmentTable(t *testing.T) {
 		}
 		if d.IsDir() {
 			switch d.Name() {
-			case ".git", "node_modules", ".venv", "runs", "docs", "testdata", ".ci":
+			case ".git", "node_modules", ".venv", "runs", "docs", "testdata", ".ci", "target":
 				return filepath.SkipDir
 			}
 			return nil
 		}
 		switch filepath.Ext(p) {
-		case ".go", ".sh", ".mk", ".py", ".js":
+		case ".go", ".sh", ".mk", ".py", ".js", ".rs":
 		default:
 			if d.Name() != "Makefile" {
 				return nil

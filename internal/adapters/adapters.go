@@ -18,6 +18,9 @@ type Client struct {
 	// TransactionVersion is what the client's producers speak whatever the cluster
 	// finalized: 1 for a client without KIP-890; 0 when it follows the cluster.
 	TransactionVersion int
+	// Optional: built only on request (make NAME-adapter), not by make adapters or make test,
+	// so its tests skip it when it is not built, even under FENCECHECK_REQUIRE_KAFKA=1.
+	Optional bool
 }
 
 // Clients are the adapters in adapters/, in the order the docs list them.
@@ -26,6 +29,9 @@ var Clients = []Client{
 	{Name: "librdkafka", TransactionVersion: 1},
 	{Name: "sarama", TransactionVersion: 1},
 	{Name: "kafkajs", TransactionVersion: 1},
+	// krabka follows the cluster's transaction.version, as kafka-clients does. Its cold build
+	// compiles about 380 crates, so make test does not build it yet (mk/krabka-adapter.mk).
+	{Name: "krabka", Optional: true},
 }
 
 // Speaks returns the transaction version the client's producers run on a cluster that
