@@ -43,14 +43,13 @@ type fenceTxn struct {
 
 // fetchOp is a member's fetch of one partition's offset: where it started.
 type fetchOp struct {
-	id       int64
-	member   string
-	gen      int32
-	rewind   bool
-	call     int64
-	ret      int64
-	start    int64
-	assigned bool // a fetch on an assignment: its member was given the partition at gen
+	id     int64
+	member string
+	gen    int32
+	rewind bool // to rewind; else on an assignment: its member was given the partition at gen
+	call   int64
+	ret    int64
+	start  int64
 }
 
 // fenceIndex returns, per input partition, the committed transactions that sent offsets for
@@ -81,7 +80,7 @@ func (c *pipeRun) fenceIndex() (map[int32][]fenceTxn, map[int32][]fetchOp) {
 	for _, op := range c.fetches {
 		for _, o := range op.Result.Pipe.Offsets {
 			fetches[o.Partition] = append(fetches[o.Partition], fetchOp{id: op.ID, member: op.Member, gen: op.Args.Pipe.Generation,
-				rewind: op.Args.Pipe.Rewind, call: op.Invoke, ret: op.Return, start: o.Offset, assigned: !op.Args.Pipe.Rewind})
+				rewind: op.Args.Pipe.Rewind, call: op.Invoke, ret: op.Return, start: o.Offset})
 		}
 	}
 	return txns, fetches
@@ -111,8 +110,11 @@ func (c *pipeRun) checkFences(gf, sf *Result) {
 		return
 	}
 	txns, fetches := c.fenceIndex()
-	superseded := map[int64]fetchOp{} // per zombie transaction, the earliest fetch it followed
-	var supersededAt = map[int64]int32{}
+	type zombie struct {
+		f fetchOp
+		p int32
+	}
+	superseded := map[int64]zombie{} // per zombie transaction, the earliest fetch it followed
 	checked := 0
 	for _, p := range slices.Sorted(maps.Keys(fetches)) {
 		ts := txns[p]
@@ -121,11 +123,11 @@ func (c *pipeRun) checkFences(gf, sf *Result) {
 			var below []fenceTxn // committed past where F started, with the rule that flags each
 			var late bool
 			for _, t := range ts {
-				older := f.assigned && t.gen < f.gen
+				older := !f.rewind && t.gen < f.gen
 				switch {
 				case older && t.sent > f.ret:
-					if prev, ok := superseded[t.id]; !ok || f.ret < prev.ret {
-						superseded[t.id], supersededAt[t.id] = f, p
+					if prev, ok := superseded[t.id]; !ok || f.ret < prev.f.ret {
+						superseded[t.id] = zombie{f, p}
 					}
 				case t.offset <= f.start:
 				case t.ret != history.Never && t.ret < f.call:
@@ -161,7 +163,7 @@ func (c *pipeRun) checkFences(gf, sf *Result) {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(superseded)) {
-		f, p := superseded[id], supersededAt[id]
+		f, p := superseded[id].f, superseded[id].p
 		op := c.txns[id]
 		gf.Anomalies = append(gf.Anomalies, Anomaly{Guarantee: EOSGenerationFencing, Log: fmt.Sprintf("input:%d", p), Ops: compactIDs([]int64{id, f.id}),
 			Explanation: fmt.Sprintf("txn op %d of %s ran under generation %d and committed partition %d's outputs and offsets, but began to send its offsets after %s was given the partition at generation %d and fetched its offsets (fetch op %d)",
