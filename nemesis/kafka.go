@@ -17,8 +17,8 @@ import (
 // processes' own dial path (links.Network.AddKafkaFault), so they work on every cluster
 // kind. Each action is a fault of its own name; they share the target (processes, and a role
 // that narrows to its transactional id) and the parameters api, until, count, partition,
-// delay and error. They are not in the random schedule's default menu: name them in
-// random.faults.
+// delay and error. In a random schedule they are drawn like any other fault, each draw
+// choosing its request type and parameters (kafkamix.go).
 
 func init() {
 	for _, k := range []struct {
@@ -52,12 +52,21 @@ func init() {
 }
 
 // DefaultMenu returns the names of the faults a random schedule picks from when its menu is
-// empty: every registered fault but the Kafka-aware ones, which act on chosen requests and
-// belong in scenarios that name them.
+// empty: every registered fault. A Kafka-aware one is drawn on a request type the run has
+// sent, with a target and parameters drawn too (kafkamix.go).
 func DefaultMenu() []string {
+	out := make([]string, len(registry))
+	for i, d := range registry {
+		out[i] = d.name
+	}
+	return out
+}
+
+// KafkaFaultNames returns the names of the Kafka-aware faults.
+func KafkaFaultNames() []string {
 	var out []string
 	for _, d := range registry {
-		if !d.kafka {
+		if d.kafka {
 			out = append(out, d.name)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 )
@@ -72,17 +73,100 @@ func TestParseKafkaStepErrors(t *testing.T) {
 	}
 }
 
-// The Kafka-aware faults stay out of the random schedule's default menu: a random run picks
-// them only when its menu names them.
-func TestKafkaFaultsNotInDefaultMenu(t *testing.T) {
+// The random schedule's default menu holds every fault, the Kafka-aware ones too.
+func TestKafkaFaultsInDefaultMenu(t *testing.T) {
 	faults := nemesis.DefaultMenu()
-	for _, name := range []string{"drop", "drop-response", "delay", "hold", "duplicate", "error-response"} {
-		if slices.Contains(faults, name) {
-			t.Errorf("default menu %v holds %s", faults, name)
+	for _, name := range append(nemesis.KafkaFaultNames(), "partition") {
+		if !slices.Contains(faults, name) {
+			t.Errorf("default menu %v lacks %s", faults, name)
 		}
 	}
-	if !slices.Contains(faults, "partition") {
-		t.Errorf("default menu %v lacks partition", faults)
+	if got := nemesis.KafkaFaultNames(); len(got) != 6 {
+		t.Errorf("KafkaFaultNames() = %v, want the six actions", got)
+	}
+}
+
+// TestRandomKafkaFaults runs a random schedule of Kafka-aware faults named without a request
+// type while two processes acquire and write leases: every fault is drawn on a request the
+// processes sent (never a group request, which a lease run does not send), with a retriable
+// error, a hold a later request of the transaction delivers, and the one-line spec its window
+// records replays as drawn.
+func TestRandomKafkaFaults(t *testing.T) {
+	f := newFixture(t, 7, func(e *nemesis.Env) { e.ProbeTimeout = 500 * time.Millisecond })
+	var menu []nemesis.Spec
+	for _, name := range nemesis.KafkaFaultNames() {
+		menu = append(menu, nemesis.Spec{Fault: name})
+	}
+	sched := nemesis.Schedule{Random: &nemesis.RandomSchedule{Interval: ms(400), Stable: ms(200), For: ms(300), Faults: menu}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	work := make(chan struct{})
+	go func() {
+		defer close(work)
+		for ctx.Err() == nil {
+			for _, call := range []func(context.Context) error{f.acquireWrite(1, "r1"), f.acquireWrite(2, "r2")} {
+				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+				_ = call(cctx) // faults make calls fail; the draws are what is checked
+				ccancel()
+			}
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- f.n.Run(ctx, sched) }()
+	// Await eight closed windows (the two minutes only guard against a hang).
+	const want = 8
+	closed := func() (n int) {
+		for _, w := range f.rec.windows(t) {
+			if w.End != history.Never {
+				n++
+			}
+		}
+		return n
+	}
+	for closed() < want && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	<-work
+	sent := f.c.Network().SentAPIs(0)
+	for _, api := range []string{"initproducerid", "produce", "endtxn"} {
+		if !slices.Contains(sent, api) {
+			t.Errorf("SentAPIs() = %v lacks %s", sent, api)
+		}
+	}
+	held := 0
+	ws := f.rec.windows(t)
+	if len(ws) < want {
+		t.Fatalf("%d windows, want %d", len(ws), want)
+	}
+	for _, w := range ws {
+		st, err := nemesis.ParseStep("at 0s " + w.Spec)
+		if err != nil {
+			t.Errorf("window %q: its spec does not parse: %v", w.Spec, err)
+			continue
+		}
+		p := st.Params
+		switch {
+		case !slices.Contains(nemesis.MixAPIs(), p.API) || !slices.Contains(sent, p.API):
+			t.Errorf("window %q: drawn on %q, want a request of %v that was sent (%v)", w.Spec, p.API, nemesis.MixAPIs(), sent)
+		case st.Fault == "error-response" && !slices.Contains([]string{"NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "CONCURRENT_TRANSACTIONS", "NOT_LEADER_FOR_PARTITION", "REQUEST_TIMED_OUT"}, p.Error):
+			t.Errorf("window %q: error %q is not a retriable error of the transactional requests", w.Spec, p.Error)
+		case st.Fault == "hold" && p.Until == "":
+			t.Errorf("window %q: a hold without the request that delivers it", w.Spec)
+		case st.Target.Processes.IsZero():
+			t.Errorf("window %q: no target drawn", w.Spec)
+		case st.Target.Processes.Kind == nemesis.SelectIDs && !slices.Contains(f.c.Network().SentAPIs(st.Target.Processes.IDs[0]), p.API):
+			t.Errorf("window %q: aimed at a process that never sent %s", w.Spec, p.API)
+		}
+		if w.TookHold {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Errorf("none of %d windows took hold: %+v", len(ws), ws)
 	}
 }
 

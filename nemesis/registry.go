@@ -45,8 +45,8 @@ type definition struct {
 	check func(s Spec) error
 	// build makes the fault for an effective spec (defaults filled in).
 	build func(n *Nemesis, s Spec) Fault
-	// kafka marks the Kafka-aware faults (kafka.go): their one-line form is their own, and
-	// they are not in the random schedule's default menu.
+	// kafka marks the Kafka-aware faults (kafka.go): their one-line form is their own, and a
+	// random schedule draws their request type and parameters (kafkamix.go).
 	kafka bool
 	// needs are the broker operations the fault and its recovery call (BrokerOps).
 	needs []cluster.BrokerOp

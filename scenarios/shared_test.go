@@ -27,6 +27,8 @@ func TestSharesCluster(t *testing.T) {
 		"rolling-restart": false, "chaos": false, "pipeline-steady": true, "pipeline-zombie": true,
 		"pipeline-rebalance-storm": true, "pipeline-txn-faults": true, "pipeline-zombie-commit": true,
 		"pipeline-kill-group-coordinator": false, "pipeline-kill-txn-coordinator": false,
+		// Kafka-aware faults act on the processes' own requests: the cluster is left as it was.
+		"chaos-kafka": true, "lost-commit": true, "pipeline-chaos-kafka": true,
 	}
 	for _, name := range scenarios.Names() {
 		s, _, err := scenarios.Builtin(name)

@@ -424,6 +424,47 @@ type kafkaFaults struct {
 	mu     sync.Mutex
 	faults []*KafkaFault
 	snap   atomic.Pointer[[]*KafkaFault] // faults, for the connections' fast path
+	// sent marks, per process (int → *[128]atomic.Bool indexed by API key), the request types
+	// it has sent, so that a random fault is drawn only on requests the run makes (SentAPIs).
+	sent sync.Map
+}
+
+// noteSent marks the request type of frame, a whole request of process, as sent.
+func (k *kafkaFaults) noteSent(process int, frame []byte) {
+	if len(frame) < 6 {
+		return
+	}
+	key := int(binary.BigEndian.Uint16(frame[4:6]))
+	v, ok := k.sent.Load(process)
+	if !ok {
+		v, _ = k.sent.LoadOrStore(process, new([128]atomic.Bool))
+	}
+	if seen := v.(*[128]atomic.Bool); key < len(seen) && !seen[key].Load() {
+		seen[key].Store(true)
+	}
+}
+
+// SentAPIs returns the request types (as KafkaAPIName names them) that process (0: any
+// process) has sent through its links since the network started, in API key order: the
+// requests a Kafka-aware fault on it can act on. Connections the links cannot read as Kafka
+// (TLS they do not terminate) add nothing.
+func (n *Network) SentAPIs(process int) []string {
+	var seen [128]bool
+	n.kafka.sent.Range(func(k, v any) bool {
+		if process == 0 || k.(int) == process {
+			for key := range v.(*[128]atomic.Bool) {
+				seen[key] = seen[key] || v.(*[128]atomic.Bool)[key].Load()
+			}
+		}
+		return true
+	})
+	var out []string
+	for key, ok := range seen {
+		if ok {
+			out = append(out, KafkaAPIName(int16(key)))
+		}
+	}
+	return out
 }
 
 func (k *kafkaFaults) publish() {
@@ -511,6 +552,7 @@ func (c *kafkaConn) Write(b []byte) (int, error) {
 		// Fast path: no fault, one whole frame. Triggers need no fault either: a held
 		// request belongs to a fault. Metadata requests take the slow path so that topic
 		// ids are learned before a fault needs them.
+		c.k.noteSent(c.process, b)
 		return c.Conn.Write(b)
 	}
 	if c.raw.Load() {
@@ -582,6 +624,7 @@ func (c *kafkaConn) request(frame []byte) error {
 	if c.isCut() {
 		return nil
 	}
+	c.k.noteSent(c.process, frame)
 	r, err := parseRequest(frame, c.k.topicName)
 	if err != nil {
 		_, err := c.Conn.Write(frame) // not ours to judge

@@ -307,7 +307,7 @@ func TestShrinkKafkaAwareFaults(t *testing.T) {
 		t.Fatalf("script %q for %d fault windows", o.Scenario.Nemesis.Script, len(want))
 	}
 	for i, st := range o.Steps {
-		if string(want[i].Kind) != st.Fault || slices.Contains(nemesis.DefaultMenu(), st.Fault) {
+		if string(want[i].Kind) != st.Fault || !slices.Contains(nemesis.KafkaFaultNames(), st.Fault) {
 			t.Errorf("step %d %q for window %s %v: want the same Kafka-aware fault", i+1, st, want[i].Kind, want[i].Targets)
 		}
 	}

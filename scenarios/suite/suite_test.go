@@ -84,8 +84,8 @@ func TestNightlyPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cells) != 20*4 {
-		t.Fatalf("%d cells, want 80", len(cells))
+	if len(cells) != 23*4 {
+		t.Fatalf("%d cells, want 92", len(cells))
 	}
 	for _, c := range cells {
 		kills := strings.HasPrefix(c.Scenario, "pipeline-kill-")
@@ -104,8 +104,8 @@ func TestNightlyPlan(t *testing.T) {
 	if err := f.Select([]string{"links"}, []string{"kfake-tv1", "kafka-4.1.2"}); err != nil {
 		t.Fatal(err)
 	}
-	if cells, _ = f.Plan(false); len(cells) != 7*2 {
-		t.Errorf("a share of links on two systems has %d cells, want 14", len(cells))
+	if cells, _ = f.Plan(false); len(cells) != 9*2 {
+		t.Errorf("a share of links on two systems has %d cells, want 18", len(cells))
 	}
 	if err := f.Select([]string{"nope"}, nil); err == nil || !strings.Contains(err.Error(), "--group nope") {
 		t.Errorf("unknown group: %v", err)

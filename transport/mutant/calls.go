@@ -102,6 +102,31 @@ func newSwallowCommit(_ context.Context, tr *transport.BrokerTransport) (*Transp
 	return m, nil
 }
 
+// newUnknownCommitFails reports a write whose commit was sent but not confirmed (its answer
+// lost or late, or an error after kgo may have retried it) as failed: it says the commit
+// failed before the commit was requested (StageSend), so Classify calls it Fail instead of
+// Unknown. The client bug of a commit of unknown outcome answered as failed; it shows only
+// when the commit's answer is lost and the commit landed.
+func newUnknownCommitFails(_ context.Context, tr *transport.BrokerTransport) (*Transport, error) {
+	failed := func(err error) error {
+		var te *transport.Error
+		if errors.As(err, &te) && te.Stage == transport.StageCommit {
+			lie := *te
+			lie.Stage = transport.StageSend
+			return &lie
+		}
+		return err
+	}
+	m := &Transport{BrokerTransport: tr}
+	m.writeLease = func(ctx context.Context, role transport.Role, tok transport.FencingToken, l transport.Lease) error {
+		return failed(tr.WriteLease(ctx, role, tok, l))
+	}
+	m.writeFenced = func(ctx context.Context, role transport.Role, tok transport.FencingToken, recs ...*kgo.Record) error {
+		return failed(tr.WriteFenced(ctx, role, tok, recs...))
+	}
+	return m, nil
+}
+
 // leaseRecord is the record WriteLease writes for role, stamped with stamp.
 func leaseRecord(ctx context.Context, tr *transport.BrokerTransport, role transport.Role, stamp transport.FencingToken, l transport.Lease) (*kgo.Record, error) {
 	cfg := tr.Config()

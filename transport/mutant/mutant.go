@@ -129,6 +129,13 @@ var mutants = []mutant{
 		build:      newSwallowCommit,
 	},
 	{
+		name:       "unknown-commit-fails",
+		summary:    "reports a lease or work write whose commit (EndTxn) was not confirmed as failed, as code that reads any commit error as \"not committed\" would: when the commit did land, the history says a committed write failed",
+		guarantees: []string{"no-zombie-commit"},
+		scenario:   "lost-commit",
+		build:      newUnknownCommitFails,
+	},
+	{
 		name:       "stamp-current-epoch",
 		summary:    "stamps each lease with the producer's current epoch instead of the minted token; on TV2 every commit bumps it, so the log names holdings that never existed",
 		guarantees: []string{"log-token-order"},
