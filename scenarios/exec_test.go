@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 		if words[0] != "real" {
 			mutantName = words[0]
 		}
-		if err := harness.ServeAdapter(context.Background(), os.Stdin, os.Stdout, os.Stderr, "test", mutantName, words[1:]); err != nil {
+		if err := harness.ServeAdapter(context.Background(), os.Stdin, os.Stdout, os.Stderr, "test", mutantName, words[1:], ""); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -14,6 +14,7 @@ func newAdapter() *cobra.Command {
 	var (
 		mutantName   string
 		capabilities []string
+		member       string
 	)
 	c := &cobra.Command{
 		Use:   "adapter",
@@ -24,6 +25,11 @@ transport's warnings go to stderr. The harness starts it once per process:
 
   fencecheck run steady --transport exec:'fencecheck adapter'
 
+In a pipeline run (workload kind pipeline) the harness starts it once per member instead, and
+it serves fencecheck's own member (--member plain or session, or a pipeline mutant):
+
+  fencecheck run pipeline-zombie --transport exec:'fencecheck adapter --member session'
+
 It is also the model for an adapter of your own. --mutant NAME serves one of selftest's
 deliberately broken transports instead, to see what a finding against an adapter looks like.
 --capability NAME announces a limit of a client it does not have (gateway-token: answer no
@@ -32,7 +38,7 @@ the harness treats an adapter with that limit.`,
 		Args: exactArgs(0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			version, _, _ := strings.Cut(versionString(), "\n")
-			if err := harness.ServeAdapter(c.Context(), os.Stdin, os.Stdout, os.Stderr, strings.TrimPrefix(version, "fencecheck "), mutantName, capabilities); err != nil {
+			if err := harness.ServeAdapter(c.Context(), os.Stdin, os.Stdout, os.Stderr, strings.TrimPrefix(version, "fencecheck "), mutantName, capabilities, member); err != nil {
 				if errors.Is(err, scenarios.ErrScenario) {
 					return usageErr("%v", err)
 				}
@@ -42,6 +48,7 @@ the harness treats an adapter with that limit.`,
 		},
 	}
 	c.Flags().StringVar(&mutantName, "mutant", "", "serve this deliberately broken transport (see: fencecheck selftest --list)")
+	c.Flags().StringVar(&member, "member", "plain", "the pipeline member it serves in a pipeline run: plain, session, or a pipeline mutant (mutant:NAME)")
 	c.Flags().StringSliceVar(&capabilities, "capability", nil, "announce this capability in hello and answer as a client with it would: gateway-token, no-describe (repeatable)")
 	return c
 }

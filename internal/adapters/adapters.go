@@ -21,6 +21,9 @@ type Client struct {
 	// Optional: built only on request (make NAME-adapter), not by make adapters or make test,
 	// so its tests skip it when it is not built, even under FENCECHECK_REQUIRE_KAFKA=1.
 	Optional bool
+	// Pipelines: the adapter serves the pipeline workload too (hello lists it;
+	// docs/exec-protocol.md). A suite skips a pipeline on the column of one that does not.
+	Pipelines bool
 }
 
 // Clients are the adapters in adapters/, in the order the docs list them.
@@ -72,6 +75,17 @@ func (c Client) Command(root string) ([]string, error) {
 		return nil, err
 	}
 	return []string{c.Launcher(root)}, nil
+}
+
+// ByProgram returns the adapter whose launcher program is (by its name,
+// fencecheck-NAME-adapter); false for any other program.
+func ByProgram(program string) (Client, bool) {
+	for _, c := range Clients {
+		if filepath.Base(program) == "fencecheck-"+c.Name+"-adapter" {
+			return c, true
+		}
+	}
+	return Client{}, false
 }
 
 // CheckBuilt returns an error wrapping ErrNotBuilt when program is the launcher of one of the

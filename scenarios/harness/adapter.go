@@ -12,6 +12,8 @@ import (
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
 	"github.com/fencecheck/fencecheck/transport/mutant"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
+	pipewl "github.com/fencecheck/fencecheck/workload/pipeline"
 )
 
 // ServeAdapter runs fencecheck's own transport behind the line protocol (`fencecheck
@@ -21,10 +23,13 @@ import (
 // broken transport instead (see scenarios.Mutants), so a finding against an adapter can be seen end to
 // end.
 //
+// member is the pipeline member it serves when the harness asks for one (member_start):
+// plain (default), session or a pipeline mutant (mutant:NAME).
+//
 // capabilities are announced in hello and honoured as a client with those limits would
 // (lineproto.Adapter): with lineproto.CapGatewayToken no answer carries a token, with
 // lineproto.CapNoDescribe describe fails.
-func ServeAdapter(ctx context.Context, in io.Reader, out, errw io.Writer, version, mutantName string, capabilities []string) error {
+func ServeAdapter(ctx context.Context, in io.Reader, out, errw io.Writer, version, mutantName string, capabilities []string, member string) error {
 	log := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for _, c := range capabilities {
 		if !slices.Contains(lineproto.Capabilities(), c) {
@@ -45,7 +50,18 @@ func ServeAdapter(ctx context.Context, in io.Reader, out, errw io.Writer, versio
 			return m, nil
 		}
 	}
-	return lineproto.Serve(ctx, in, out, log, lineproto.Adapter{Name: name, Start: start, Capabilities: capabilities})
+	if member == "" {
+		member = pipeline.KindPlain
+	}
+	if !slices.Contains(pipeline.Kinds, member) {
+		if _, err := pipelineMember(member, pipewl.Config{}); err != nil || !strings.HasPrefix(member, pipeline.MutantPrefix) {
+			return fmt.Errorf("%w: --member %q: want %s, %s or a pipeline mutant (mutant:NAME)", scenarios.ErrScenario, member, pipeline.KindPlain, pipeline.KindSession)
+		}
+	}
+	newMember := func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error) {
+		return pipeline.New(ctx, member, cfg)
+	}
+	return lineproto.Serve(ctx, in, out, log, lineproto.Adapter{Name: name, Start: start, Capabilities: capabilities, Pipeline: newMember})
 }
 
 func known(mutantName string) bool {

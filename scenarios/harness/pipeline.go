@@ -2,26 +2,32 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/transport/lineproto"
 	"github.com/fencecheck/fencecheck/transport/pipeline"
 	pipewl "github.com/fencecheck/fencecheck/workload/pipeline"
 )
 
 // pipelineMember is the member a pipeline run uses under --transport: the scenario's own for
-// real (or none given), a pipeline mutant by name. The exec protocol does not serve
-// pipelines yet.
+// real (or none given), a pipeline mutant by name, or an exec adapter's (the adapter must list
+// the pipelines workload in hello; its command line names the member in the history).
 func pipelineMember(transportOpt string, cfg pipewl.Config) (string, error) {
 	switch {
 	case transportOpt == "" || transportOpt == "real":
 		return cfg.Member, nil
+	case strings.HasPrefix(transportOpt, "exec:"):
+		return transportOpt, nil
 	case strings.HasPrefix(transportOpt, pipeline.MutantPrefix):
 		name := strings.TrimPrefix(transportOpt, pipeline.MutantPrefix)
 		var names []string
@@ -33,7 +39,34 @@ func pipelineMember(transportOpt string, cfg pipewl.Config) (string, error) {
 		}
 		return transportOpt, nil
 	}
-	return "", fmt.Errorf("--transport %s: a pipeline runs fencecheck's own members (workload.pipeline.member: session or plain) or a pipeline mutant (mutant:NAME); the exec protocol does not serve pipelines yet", transportOpt)
+	return "", fmt.Errorf("--transport %s: a pipeline runs fencecheck's own members (workload.pipeline.member: session or plain), a pipeline mutant (mutant:NAME) or an exec adapter that serves pipelines (exec:COMMAND)", transportOpt)
+}
+
+// execMember returns how to start the members of an exec transport ("exec:COMMAND"), nil for
+// any other.
+func execMember(transportOpt string) (func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error), error) {
+	command, ok := strings.CutPrefix(transportOpt, "exec:")
+	if !ok {
+		return nil, nil
+	}
+	argv, err := lineproto.SplitCommand(command)
+	if err != nil {
+		return nil, fmt.Errorf("transport %q: %w", transportOpt, err)
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, fmt.Errorf("transport %q: adapter %s: %w (the adapters in adapters/ are built by make NAME-adapter)",
+			transportOpt, argv[0], errors.Unwrap(err))
+	}
+	if err := adapters.CheckBuilt(argv[0]); err != nil {
+		return nil, fmt.Errorf("transport %q: %w", transportOpt, err)
+	}
+	return func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error) {
+		m, err := lineproto.StartMember(ctx, argv, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}, nil
 }
 
 // openPipeline opens the history, the pipeline workload and the nemesis on r.cl: the
@@ -43,15 +76,23 @@ func (r *runner) openPipeline(ctx context.Context, meta history.Meta) error {
 	if err != nil {
 		return fmt.Errorf("%w: workload.pipeline: %w", scenarios.ErrScenario, err)
 	}
-	if cfg.Member, err = pipelineMember(r.opts.Transport, cfg); err != nil {
+	member, err := pipelineMember(r.opts.Transport, cfg)
+	if err != nil {
 		return fmt.Errorf("%w: %w", scenarios.ErrScenario, err)
+	}
+	newMember, err := execMember(member)
+	if err != nil {
+		return fmt.Errorf("%w: %w", scenarios.ErrScenario, err)
+	}
+	if newMember == nil {
+		cfg.Member = member
 	}
 	if r.hist, err = history.Open(r.dir.History(), history.WriterOptions{FlushInterval: time.Second}); err != nil {
 		return err
 	}
 	r.pipe, err = pipewl.New(ctx, cfg, r.cl, r.hist, pipewl.Options{
 		Tag: fmt.Sprintf("%d-%d", r.started.Unix(), r.opts.Seed), Start: r.started, Seed: r.opts.Seed,
-		Logger: r.log.With("component", "workload"),
+		Logger: r.log.With("component", "workload"), NewMember: newMember, Member: member,
 	})
 	if err != nil {
 		return err
@@ -74,7 +115,7 @@ func (r *runner) openPipeline(ctx context.Context, meta history.Meta) error {
 	info := r.cl.Info()
 	r.say("cluster      %s %s, TV%d, bootstrap %s", info.Kind, info.Version, info.TxnVersion, strings.Join(r.cl.Bootstrap(), ","))
 	r.say("pipeline     %d members (%s, %s protocol) on %d processes, %d input partitions",
-		cfg.Members, cfg.Member, cfg.Protocol, cfg.Processes, cfg.Partitions)
+		cfg.Members, member, cfg.Protocol, cfg.Processes, cfg.Partitions)
 	return nil
 }
 

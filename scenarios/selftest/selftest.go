@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/campaign"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
+	"github.com/fencecheck/fencecheck/transport/lineproto"
 )
 
 // ErrUsage is matched by the errors of Options that cannot run (Prepare's, a bad seed count).
@@ -88,10 +90,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	// The real transport runs in every scenario a mutant uses: a scenario that the real
 	// transport fails would prove nothing about the mutants.
 	res := &Result{}
-	execTransport := strings.HasPrefix(opts.Transport, "exec:")
+	pipelines := true // whether the transport under test serves pipelines
+	if command, ok := strings.CutPrefix(opts.Transport, "exec:"); ok {
+		var err error
+		if pipelines, err = servesPipelines(ctx, command); err != nil {
+			return nil, err
+		}
+	}
 	for _, m := range scenarios.Mutants() {
-		if execTransport && scenarios.IsPipelineMutant(m.Name) {
-			continue // the exec protocol serves leases only: no transport under test for a pipeline
+		if !pipelines && scenarios.IsPipelineMutant(m.Name) {
+			continue // an adapter that serves leases only: no transport under test for a pipeline
 		}
 		if !slices.ContainsFunc(res.Reals, func(r *Row) bool { return r.scenario == m.Scenario }) {
 			res.Reals = append(res.Reals, &Row{transport: opts.Transport, scenario: m.Scenario})
@@ -310,4 +318,17 @@ func judge(res *checker.Results, guarantees []string) (ok bool, why string, brok
 		return false, "want invalid (" + strings.Join(guarantees, " or ") + "): nothing was caught", broke
 	}
 	return false, "want " + strings.Join(guarantees, " or ") + " violated, got " + strings.Join(broke, ", "), broke
+}
+
+// servesPipelines asks the adapter command (an exec transport's) whether it serves pipelines.
+func servesPipelines(ctx context.Context, command string) (bool, error) {
+	argv, err := lineproto.SplitCommand(command)
+	if err != nil {
+		return false, fmt.Errorf("--transport exec:%s: %w", command, err)
+	}
+	_, workloads, err := lineproto.Hello(ctx, argv, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return false, fmt.Errorf("--transport exec:%s: hello: %w", command, err)
+	}
+	return slices.Contains(workloads, lineproto.WorkloadPipelines), nil
 }

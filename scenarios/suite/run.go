@@ -15,8 +15,10 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
+	"github.com/fencecheck/fencecheck/transport/lineproto"
 )
 
 // Options configure Run.
@@ -104,10 +106,8 @@ func (f *File) Plan(noReuse bool) ([]*plannedCell, error) {
 					c.Status, c.Note = StatusSkipped, "group "+g.Name+" runs on "+strings.Join(g.Systems, ", ")
 				case ex.Skip != "":
 					c.Status, c.Note = StatusSkipped, ex.Skip
-				case s.Workload.IsPipeline() && strings.HasPrefix(c.transport, "exec:"):
-					// A system's exec transport is a lease client; a pipeline runs
-					// fencecheck's own members.
-					c.Status, c.Note = StatusSkipped, "a pipeline runs fencecheck's own members: the exec protocol does not serve pipelines yet"
+				case s.Workload.IsPipeline() && !servesPipelines(c.transport):
+					c.Status, c.Note = StatusSkipped, "the adapter serves leases only: its client runs no pipeline member behind the exec protocol yet"
 				case err != nil:
 					c.Status, c.Note = StatusSkipped, err.Error()
 				}
@@ -354,4 +354,20 @@ func relOrAbs(base, target string) string {
 		return filepath.ToSlash(rel)
 	}
 	return at
+}
+
+// servesPipelines reports whether a column's transport can run a pipeline: fencecheck's own
+// members, or an exec adapter, unless it is one of adapters/ that serves leases only (an
+// unknown adapter is asked when its run starts).
+func servesPipelines(transport string) bool {
+	command, ok := strings.CutPrefix(transport, "exec:")
+	if !ok {
+		return true
+	}
+	argv, err := lineproto.SplitCommand(command)
+	if err != nil || len(argv) == 0 {
+		return true // the run says what is wrong with it
+	}
+	c, known := adapters.ByProgram(argv[0])
+	return !known || c.Pipelines
 }

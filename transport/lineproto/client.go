@@ -201,7 +201,7 @@ func (t *Transport) adapterLocked(ctx context.Context) (*adapterProc, error) {
 	if t.restarts > 0 {
 		clientID = fmt.Sprintf("%s-r%d", clientID, t.restarts)
 	}
-	p, err := t.spawn(clientID)
+	p, err := spawn(t.argv, clientID, t.log)
 	if err != nil {
 		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrClient, Stage: transport.StageLocal, Err: err}
 	}
@@ -209,23 +209,14 @@ func (t *Transport) adapterLocked(ctx context.Context) (*adapterProc, error) {
 	// boot, more when a run starts a dozen at once on a busy machine.
 	ctx, cancel := context.WithTimeout(ctx, StartupTimeout+t.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := p.call(ctx, &Request{Op: OpHello, Version: Version})
-	if err == nil && resp.Outcome == OutcomeOK && resp.Version != Version {
-		err = fmt.Errorf("%w: the adapter speaks version %d, the harness %d", ErrProtocol, resp.Version, Version)
-	}
-	if err == nil && resp.Outcome != OutcomeOK {
-		err = fmt.Errorf("hello: %s", resp.Error.Message)
-	}
+	resp, err := hello(ctx, p)
 	if err != nil {
-		p.kill()
 		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrClient, Stage: transport.StageLocal, Err: err}
 	}
-	for _, c := range resp.Capabilities {
-		if !slices.Contains(capabilities, c) {
-			p.kill()
-			return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrClient, Stage: transport.StageLocal,
-				Err: fmt.Errorf("%w: hello: unknown capability %q (this harness knows %s)", ErrProtocol, c, strings.Join(capabilities, ", "))}
-		}
+	if len(resp.Workloads) > 0 && !slices.Contains(resp.Workloads, WorkloadLeases) {
+		p.kill()
+		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrInvalidConfig, Stage: transport.StageLocal,
+			Err: fmt.Errorf("the adapter %q serves %s, not leases", resp.Name, strings.Join(resp.Workloads, ", "))}
 	}
 	t.caps, t.adapter = resp.Capabilities, resp.Name
 	c := t.cfg
@@ -257,9 +248,65 @@ func (t *Transport) adapterLocked(ctx context.Context) (*adapterProc, error) {
 	return p, nil
 }
 
-// spawn starts the adapter process and its reader goroutines.
-func (t *Transport) spawn(clientID string) (*adapterProc, error) {
-	cmd := exec.Command(t.argv[0], t.argv[1:]...)
+// hello sends hello to the adapter p and checks its answer: the protocol version and the
+// capabilities this harness knows. It kills p when the answer will not do.
+func hello(ctx context.Context, p *adapterProc) (*Response, error) {
+	resp, err := p.call(ctx, &Request{Op: OpHello, Version: Version})
+	if err == nil && resp.Outcome == OutcomeOK && resp.Version != Version {
+		err = fmt.Errorf("%w: the adapter speaks version %d, the harness %d", ErrProtocol, resp.Version, Version)
+	}
+	if err == nil && resp.Outcome != OutcomeOK {
+		err = fmt.Errorf("hello: %s", resp.Error.Message)
+	}
+	if err != nil {
+		p.kill()
+		return nil, err
+	}
+	for _, c := range resp.Capabilities {
+		if err == nil && !slices.Contains(capabilities, c) {
+			err = fmt.Errorf("%w: hello: unknown capability %q (this harness knows %s)", ErrProtocol, c, strings.Join(capabilities, ", "))
+		}
+	}
+	for _, w := range resp.Workloads {
+		if err == nil && w != WorkloadLeases && w != WorkloadPipelines {
+			err = fmt.Errorf("%w: hello: unknown workload %q (this harness knows %s and %s)", ErrProtocol, w, WorkloadLeases, WorkloadPipelines)
+		}
+	}
+	if err != nil {
+		p.kill()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Hello starts the adapter argv, asks it hello and closes it: its name and the workloads it
+// serves (WorkloadLeases alone when its hello lists none). A campaign asks before it plans a
+// pipeline's runs through an adapter.
+func Hello(ctx context.Context, argv []string, log *slog.Logger) (name string, workloads []string, err error) {
+	if len(argv) == 0 {
+		return "", nil, errors.New("exec: no adapter command")
+	}
+	p, err := spawn(argv, "fencecheck-hello", log)
+	if err != nil {
+		return "", nil, err
+	}
+	defer p.kill()
+	ctx, cancel := context.WithTimeout(ctx, StartupTimeout)
+	defer cancel()
+	resp, err := hello(ctx, p)
+	if err != nil {
+		return "", nil, err
+	}
+	_, _ = p.call(ctx, &Request{Op: OpClose})
+	if len(resp.Workloads) == 0 {
+		return resp.Name, []string{WorkloadLeases}, nil
+	}
+	return resp.Name, resp.Workloads, nil
+}
+
+// spawn starts the adapter process argv and its reader goroutines.
+func spawn(argv []string, clientID string, log *slog.Logger) (*adapterProc, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
 	// The adapter dies with the harness, even when the harness is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()
@@ -275,11 +322,11 @@ func (t *Transport) spawn(clientID string) (*adapterProc, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run adapter %q: %w", t.argv[0], err)
+		return nil, fmt.Errorf("run adapter %q: %w", argv[0], err)
 	}
 	p := &adapterProc{cmd: cmd, clientID: clientID, in: in, enc: json.NewEncoder(in),
 		pending: map[uint64]chan *Response{}, exited: make(chan struct{})}
-	log := t.log.With("adapter_pid", cmd.Process.Pid, "client_id", clientID)
+	log = log.With("adapter_pid", cmd.Process.Pid, "client_id", clientID)
 	var pipes sync.WaitGroup
 	pipes.Go(func() { // stderr goes to the run's log, a record per line
 		sc := bufio.NewScanner(errp)

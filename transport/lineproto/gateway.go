@@ -37,6 +37,9 @@ type gateway struct {
 	wg        sync.WaitGroup
 	mints     map[string]mint // transactional id → the last pair InitProducerId returned for it
 	mintSeq   uint64          // counts the mints seen
+	// watch, for a pipeline member's gateway, sees the member's group and offset requests
+	// and answers (member.go); nil for a lease transport's.
+	watch *memberWatch
 }
 
 // mint is a successful InitProducerId answer the gateway relayed.
@@ -48,7 +51,8 @@ type mint struct {
 // sent is what the gateway remembers of a request until its answer comes.
 type sent struct {
 	key, version int16
-	txnID        string // InitProducerId for a new producer: the transactional id asked for
+	txnID        string    // InitProducerId for a new producer: the transactional id asked for
+	at           time.Time // when it was sent (a watched request's)
 }
 
 // maxFrame bounds a frame the gateway accepts: Kafka's own default socket request limit.
@@ -152,8 +156,10 @@ func (g *gateway) serve(down net.Conn, upstream string) {
 			}
 			if len(frame) >= 12 {
 				key := int16(binary.BigEndian.Uint16(frame[4:]))
-				if key == keyMetadata || key == keyFindCoordinator || key == keyDescribeCluster || key == keyInitProducerID {
-					req := sent{key: key, version: int16(binary.BigEndian.Uint16(frame[6:]))}
+				version := int16(binary.BigEndian.Uint16(frame[6:]))
+				if key == keyMetadata || key == keyFindCoordinator || key == keyDescribeCluster || key == keyInitProducerID ||
+					g.watch.answers(key) {
+					req := sent{key: key, version: version, at: time.Now()}
 					if key == keyInitProducerID {
 						req.txnID = initProducerIDTxn(frame, req.version)
 					}
@@ -161,6 +167,8 @@ func (g *gateway) serve(down net.Conn, upstream string) {
 					pending[int32(binary.BigEndian.Uint32(frame[8:]))] = req
 					mu.Unlock()
 				}
+				// A pause point: the member stops here, before the request goes out.
+				g.watch.request(key, version, frame)
 			}
 			if _, err := up.Write(frame); err != nil {
 				return
@@ -187,8 +195,14 @@ func (g *gateway) serve(down net.Conn, upstream string) {
 					// finds the mint recorded.
 					g.observeMint(frame, req)
 				case ok:
-					if frame, err = g.rewrite(frame, req.key, req.version); err != nil {
-						return // an answer the adapter must not see unrewritten: drop the connection
+					if g.watch.answers(req.key) {
+						// Seen before the member gets it: it reads from a fetched offset only after.
+						g.watch.answer(frame, req)
+					}
+					if req.key == keyMetadata || req.key == keyFindCoordinator || req.key == keyDescribeCluster {
+						if frame, err = g.rewrite(frame, req.key, req.version); err != nil {
+							return // an answer the adapter must not see unrewritten: drop the connection
+						}
 					}
 				}
 			}

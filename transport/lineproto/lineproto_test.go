@@ -22,12 +22,17 @@ import (
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
+	"github.com/fencecheck/fencecheck/transport/pipeline/pipelinetest"
 	"github.com/fencecheck/fencecheck/transport/transporttest"
 )
 
 // adapterEnv makes this test binary an adapter: the harness side of the tests starts it
 // again with the variable set, and it serves the protocol on stdin and stdout.
-const adapterEnv = "FENCECHECK_LINEPROTO_TEST_ADAPTER"
+const (
+	adapterEnv    = "FENCECHECK_LINEPROTO_TEST_ADAPTER"
+	memberKindEnv = "FENCECHECK_LINEPROTO_TEST_MEMBER"
+)
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(adapterEnv) {
@@ -35,6 +40,16 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case "real":
 		serve(lineproto.StartReal)
+	case "pipeline":
+		// fencecheck's own pipeline member of the kind memberKindEnv names.
+		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		if err := lineproto.Serve(context.Background(), os.Stdin, os.Stdout, log, lineproto.Adapter{Name: "test pipeline adapter",
+			Start: lineproto.StartReal, Pipeline: func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error) {
+				return pipeline.New(ctx, os.Getenv(memberKindEnv), cfg)
+			}}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	case "slow-boot":
 		time.Sleep(3 * time.Second) // a runtime that takes long to start, as a JVM under load does
 		serve(lineproto.StartReal)
@@ -52,6 +67,29 @@ func TestMain(m *testing.M) {
 			}
 			return gatedAcquires{t}, nil
 		}, lineproto.CapGatewayToken)
+	case "late-poll":
+		// A pipeline adapter whose poll answers one record a while after the wait it was
+		// given ran out, as a client that was busy fetching does.
+		sc := bufio.NewScanner(os.Stdin)
+		enc := json.NewEncoder(os.Stdout)
+		for sc.Scan() {
+			var req lineproto.Request
+			_ = json.Unmarshal(sc.Bytes(), &req)
+			resp := lineproto.Response{ID: req.ID, Outcome: lineproto.OutcomeOK}
+			switch req.Op {
+			case lineproto.OpHello:
+				resp.Version, resp.Workloads = lineproto.Version, []string{lineproto.WorkloadPipelines}
+			case lineproto.OpPoll:
+				time.Sleep(time.Duration(req.WaitMS)*time.Millisecond + 300*time.Millisecond)
+				gen := int32(1)
+				resp.Records, resp.MemberID, resp.Generation = []lineproto.Read{{Partition: 0, Offset: 7}}, "m", &gen
+			case lineproto.OpClose:
+				_ = enc.Encode(resp)
+				return
+			}
+			_ = enc.Encode(resp)
+		}
+		return
 	case "unknown-capability":
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
@@ -392,5 +430,78 @@ func TestAdapterConformance(t *testing.T) {
 				t.Fatal("no connection went through the links")
 			}
 		})
+	}
+}
+
+// TestPipelineConformanceThroughTheProtocol runs the pipeline conformance suite on
+// fencecheck's own members behind the protocol, one adapter process per member, on kfake: the
+// gateway pauses them on the wire and reports their offset fetches from it.
+func TestPipelineConformanceThroughTheProtocol(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
+		"group.min.session.timeout.ms":         "500",
+		"group.consumer.session.timeout.ms":    "2000",
+		"group.consumer.heartbeat.interval.ms": "500",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := func(ctx context.Context, kind string, cfg pipeline.Config) (pipeline.Member, error) {
+		m, err := lineproto.StartMember(ctx, []string{"env", adapterEnv + "=pipeline", memberKindEnv + "=" + kind, self}, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	for _, kind := range pipeline.Kinds {
+		for _, protocol := range []string{pipeline.ProtocolClassic, pipeline.ProtocolConsumer} {
+			t.Run(kind+"/"+protocol, func(t *testing.T) {
+				if kind != pipeline.KindPlain || protocol != pipeline.ProtocolClassic {
+					// The protocol's plumbing is the same for every member: make test runs one
+					// (TestConformanceKfake runs each member in-process).
+					testenv.Long(t)
+				}
+				pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: kind, Protocol: protocol, New: start})
+			})
+		}
+	}
+}
+
+// An adapter that serves leases only is refused as a pipeline member, naming the workload.
+func TestLeaseOnlyAdapterServesNoPipeline(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pipeline.Config{Conn: transport.NewConfig(newKfake(t), 10*time.Second), Group: "g", Input: "in", Output: "out", TransactionalID: "g/1"}
+	_, err = lineproto.StartMember(context.Background(), []string{"env", adapterEnv + "=real", self}, cfg)
+	if !errors.Is(err, transport.ErrInvalidConfig) || !strings.Contains(err.Error(), "pipelines") {
+		t.Fatalf("StartMember on a lease adapter: %v, want ErrInvalidConfig naming the pipelines workload", err)
+	}
+}
+
+// A poll answered after the caller's deadline still returns its records: the adapter's
+// consumer has moved past them, so a dropped answer would skip them (a harness bug the
+// conformance suite's rebalance and stable-fetch tests showed as lost outputs).
+func TestLatePollKeepsItsRecords(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pipeline.Config{Conn: transport.NewConfig(newKfake(t), 10*time.Second), Group: "g", Input: "in", Output: "out", TransactionalID: "g/1"}
+	m, err := lineproto.StartMember(context.Background(), []string{"env", adapterEnv + "=late-poll", self}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	b, err := m.Poll(ctx)
+	if len(b.Records) != 1 || b.Records[0].Offset != 7 || b.Generation != 1 {
+		t.Fatalf("Poll = %+v, %v; want the record at offset 7 the adapter answered after the deadline", b, err)
 	}
 }

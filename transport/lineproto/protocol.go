@@ -11,7 +11,8 @@
 //   - every request is one line {"id":N,"op":"...",...}; every response is one line
 //     {"id":N,"outcome":"ok"|"fail"|"unknown",...}; responses may come out of order;
 //   - ops: hello, start, acquire, register, write_lease, write_fenced, read_role, describe,
-//     held, close;
+//     held, close; and for an adapter whose hello lists the pipelines workload, one member of
+//     an exactly-once pipeline per adapter: member_start, poll, transact, close;
 //   - a failed call carries {"error":{"kind":"fenced",...}} with one of the seed's error kinds
 //     and the outcome: fail (certainly no effect) or unknown (may have taken effect);
 //   - the harness encodes every record (keys and values in fencecheck's record format, base64)
@@ -27,6 +28,7 @@ import (
 	"slices"
 
 	"github.com/fencecheck/fencecheck/transport"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
 )
 
 // Version is the protocol version this package speaks. hello carries it both ways; the
@@ -45,6 +47,16 @@ const (
 	OpDescribe    = "describe"
 	OpHeld        = "held"
 	OpClose       = "close"
+	// A pipeline member's (an adapter that lists WorkloadPipelines in hello).
+	OpMemberStart = "member_start"
+	OpPoll        = "poll"
+	OpTransact    = "transact"
+)
+
+// The workloads an adapter may serve, listed in hello's answer (none listed: leases).
+const (
+	WorkloadLeases    = "leases"
+	WorkloadPipelines = "pipelines"
 )
 
 // Capabilities an adapter may announce in hello (docs/exec-protocol.md, "Capabilities").
@@ -90,6 +102,18 @@ type Request struct {
 	Key       []byte  `json:"key,omitempty"`       // register, write_lease: the encoded record
 	Value     []byte  `json:"value,omitempty"`
 	Records   []Write `json:"records,omitempty"` // write_fenced
+
+	Pipeline *MemberConfig `json:"pipeline,omitempty"` // member_start
+	WaitMS   int64         `json:"wait_ms,omitempty"`  // poll: how long to wait for records
+	// transact: the time left to the harness's deadline (0: none left, ask nothing more of
+	// the cluster than aborting); absent: the request timeout bounds each request.
+	TimeoutMS *int64 `json:"timeout_ms,omitempty"`
+	// transact: the input offsets to commit (one past each partition's last record of the
+	// batch), the outputs, and the group identity the batch was polled under.
+	Offsets    []Offset `json:"offsets,omitempty"`
+	Outputs    []Output `json:"outputs,omitempty"`
+	MemberID   string   `json:"member_id,omitempty"`
+	Generation *int32   `json:"generation,omitempty"`
 }
 
 // Response is one line from the adapter to the harness, answering the request with the same
@@ -103,10 +127,14 @@ type Response struct {
 	Name               string   `json:"name,omitempty"`         // hello: the adapter's name and version
 	Capabilities       []string `json:"capabilities,omitempty"` // hello
 	TransactionVersion int      `json:"transaction_version,omitempty"`
-	Token              *Token   `json:"token,omitempty"`    // acquire, describe, held
-	Held               bool     `json:"held,omitempty"`     // describe, held
-	JoinSeq            *int64   `json:"join_seq,omitempty"` // register
-	Records            []Read   `json:"records,omitempty"`  // read_role
+	Token              *Token   `json:"token,omitempty"`     // acquire, describe, held
+	Held               bool     `json:"held,omitempty"`      // describe, held
+	JoinSeq            *int64   `json:"join_seq,omitempty"`  // register
+	Records            []Read   `json:"records,omitempty"`   // read_role, poll
+	Workloads          []string `json:"workloads,omitempty"` // hello: leases when empty
+	MemberID           string   `json:"member_id,omitempty"` // poll
+	Generation         *int32   `json:"generation,omitempty"`
+	Restart            bool     `json:"restart,omitempty"` // transact: the member cannot go on
 }
 
 // Error is a failed call: Kind is one of the seed's error kinds (ErrorKinds).
@@ -152,11 +180,46 @@ type Write struct {
 	Value     []byte `json:"value,omitempty"`
 }
 
-// Read is one committed record of read_role.
+// Read is one committed record of read_role, or one polled record of poll (with its
+// partition).
 type Read struct {
-	Offset int64  `json:"offset"`
-	Key    []byte `json:"key,omitempty"`
-	Value  []byte `json:"value,omitempty"`
+	Partition int32  `json:"partition,omitempty"`
+	Offset    int64  `json:"offset"`
+	Key       []byte `json:"key,omitempty"`
+	Value     []byte `json:"value,omitempty"`
+}
+
+// MemberConfig is pipeline.Config on the wire, for member_start. Durations are milliseconds.
+// Bootstrap is the gateway the harness opened for this member.
+type MemberConfig struct {
+	Bootstrap            string `json:"bootstrap"`
+	ClientID             string `json:"client_id"`
+	Group                string `json:"group"`
+	Input                string `json:"input"`
+	Output               string `json:"output"`
+	TransactionalID      string `json:"transactional_id"`
+	TxnIDPerPartition    bool   `json:"txn_id_per_partition,omitempty"`
+	SessionTimeoutMS     int64  `json:"session_timeout_ms"`
+	RebalanceTimeoutMS   int64  `json:"rebalance_timeout_ms"`
+	TransactionTimeoutMS int64  `json:"transaction_timeout_ms"`
+	RequestTimeoutMS     int64  `json:"request_timeout_ms"`
+	MaxPoll              int    `json:"max_poll"`
+	Protocol             string `json:"protocol"`
+	TransactionVersion   int    `json:"transaction_version"`
+}
+
+// Offset is an input partition's offset to commit.
+type Offset struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+// Output is a record a transaction produces: Partition is the input partition it was made
+// from, which is its output partition too.
+type Output struct {
+	Partition int32  `json:"partition"`
+	Key       []byte `json:"key,omitempty"`
+	Value     []byte `json:"value,omitempty"`
 }
 
 func tokenOf(t transport.FencingToken) *Token {
@@ -182,8 +245,12 @@ var ErrorKinds = map[string]error{
 	"closed":         transport.ErrClosed,
 }
 
-// kindName returns the wire name of the sentinel err wraps, "client" when it wraps none.
+// kindName returns the wire name of the sentinel err wraps, "client" when it wraps none. A
+// pipeline member fenced by its generation is "fenced".
 func kindName(err error) string {
+	if errors.Is(err, pipeline.ErrFenced) {
+		return "fenced"
+	}
 	for name, kind := range ErrorKinds {
 		if errors.Is(err, kind) {
 			return name

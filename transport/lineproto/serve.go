@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/transport"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -50,6 +51,10 @@ type Adapter struct {
 	// describe fails. fencecheck's own transport has no such limits; serving it with them
 	// tests the harness's side of each capability.
 	Capabilities []string
+	// Pipeline, when set, builds a pipeline member when member_start comes, and hello lists
+	// the pipelines workload. The member dials the bootstrap it is given (the harness's
+	// gateway) directly: Conn.Dial, Pause and Fetched are the harness's, on the wire.
+	Pipeline func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error)
 }
 
 // Serve is the adapter side: it reads requests from in and writes responses to out until
@@ -61,7 +66,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger, a
 			return fmt.Errorf("unknown capability %q (want one of %s)", c, strings.Join(capabilities, ", "))
 		}
 	}
-	s := &server{enc: json.NewEncoder(out), log: log, name: a.Name, start: a.Start, caps: a.Capabilities}
+	s := &server{enc: json.NewEncoder(out), log: log, name: a.Name, start: a.Start, caps: a.Capabilities, newMember: a.Pipeline}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxFrame)
 	var calls sync.WaitGroup
@@ -72,6 +77,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger, a
 			_ = tr.Close(cctx)
 			cancel()
 		}
+		if m := s.pipe; m != nil {
+			m.Close()
+		}
 	}()
 	for sc.Scan() {
 		var req Request
@@ -79,7 +87,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logger, a
 			return fmt.Errorf("%w: request %q: %v", ErrProtocol, sc.Text(), err)
 		}
 		switch req.Op {
-		case OpHello, OpStart: // in order: every other call needs their result
+		case OpHello, OpStart, OpMemberStart, OpPoll, OpTransact: // in order: a member makes one call at a time
 			s.reply(s.handle(ctx, &req))
 		case OpClose:
 			calls.Wait()
@@ -102,6 +110,11 @@ type server struct {
 
 	mu sync.Mutex
 	tr Subject
+
+	// A pipeline member's: the member, and the batch it last polled (transact copies it).
+	newMember func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error)
+	pipe      pipeline.Member
+	polled    pipeline.Batch
 }
 
 func (s *server) subject() Subject {
@@ -129,7 +142,20 @@ func (s *server) handle(ctx context.Context, req *Request) *Response {
 	ok := &Response{ID: req.ID, Outcome: OutcomeOK}
 	if req.Op == OpHello {
 		ok.Version, ok.Name, ok.Capabilities = Version, s.name, s.caps
+		if s.newMember != nil {
+			ok.Workloads = []string{WorkloadLeases, WorkloadPipelines}
+		}
 		return ok
+	}
+	switch req.Op {
+	case OpMemberStart, OpPoll, OpTransact:
+		return s.member(ctx, req)
+	case OpClose:
+		if s.pipe != nil && s.subject() == nil {
+			s.pipe.Close()
+			s.pipe = nil
+			return ok
+		}
 	}
 	if req.Op == OpStart {
 		if req.Config == nil {
@@ -230,6 +256,94 @@ func (s *server) handle(ctx context.Context, req *Request) *Response {
 	}
 	if err != nil {
 		return failure(req.ID, err)
+	}
+	return ok
+}
+
+// member serves a pipeline member's calls (one at a time: Serve runs them in order).
+func (s *server) member(ctx context.Context, req *Request) *Response {
+	ok := &Response{ID: req.ID, Outcome: OutcomeOK}
+	bad := func(format string, args ...any) *Response {
+		return failure(req.ID, &transport.Error{Op: transport.Op(req.Op), Kind: transport.ErrInvalidConfig, Stage: transport.StageLocal,
+			Err: fmt.Errorf(format, args...)})
+	}
+	switch {
+	case s.newMember == nil:
+		return bad("%s: this adapter serves leases only", req.Op)
+	case req.Op == OpMemberStart && (req.Pipeline == nil || s.pipe != nil):
+		return bad("member_start without pipeline config, or a second one")
+	case req.Op != OpMemberStart && s.pipe == nil:
+		return bad("%s before member_start", req.Op)
+	}
+	switch req.Op {
+	case OpMemberStart:
+		c := req.Pipeline
+		conn := transport.NewConfig(c.Bootstrap, time.Duration(c.TransactionTimeoutMS)*time.Millisecond)
+		conn.ClientID, conn.Logger = c.ClientID, s.log
+		conn.RequestTimeout = time.Duration(c.RequestTimeoutMS) * time.Millisecond
+		conn.TransactionVersion = c.TransactionVersion
+		m, err := s.newMember(ctx, pipeline.Config{Conn: conn, Group: c.Group, Input: c.Input, Output: c.Output,
+			TransactionalID: c.TransactionalID, TxnIDPerPartition: c.TxnIDPerPartition,
+			SessionTimeout: time.Duration(c.SessionTimeoutMS) * time.Millisecond, RebalanceTimeout: time.Duration(c.RebalanceTimeoutMS) * time.Millisecond,
+			MaxPoll: c.MaxPoll, Protocol: c.Protocol})
+		if err != nil {
+			return failure(req.ID, err)
+		}
+		s.pipe = m
+	case OpPoll:
+		pctx, cancel := context.WithTimeout(ctx, time.Duration(req.WaitMS)*time.Millisecond)
+		b, err := s.pipe.Poll(pctx)
+		cancel()
+		if err != nil && len(b.Records) == 0 && pctx.Err() == nil {
+			return failure(req.ID, &transport.Error{Op: transport.OpRead, Kind: transport.ErrClient, Stage: transport.StageLocal, Err: err})
+		}
+		s.polled = b
+		ok.MemberID, ok.Generation = b.MemberID, &b.Generation
+		for _, r := range b.Records {
+			ok.Records = append(ok.Records, Read{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value})
+		}
+	case OpTransact:
+		// The batch is the records of the last poll on the partitions whose offsets come.
+		upTo := map[int32]int64{}
+		for _, o := range req.Offsets {
+			upTo[o.Partition] = o.Offset
+		}
+		b := pipeline.Batch{MemberID: req.MemberID, Generation: -1}
+		if req.Generation != nil {
+			b.Generation = *req.Generation
+		}
+		for _, r := range s.polled.Records {
+			if end, in := upTo[r.Partition]; in && r.Offset < end {
+				b.Records = append(b.Records, r)
+			}
+		}
+		outs := make([]pipeline.Output, len(req.Outputs))
+		for i, o := range req.Outputs {
+			outs[i] = pipeline.Output{Partition: o.Partition, Key: o.Key, Value: o.Value}
+		}
+		tctx := ctx
+		if req.TimeoutMS != nil {
+			var cancel context.CancelFunc
+			tctx, cancel = context.WithTimeout(ctx, time.Duration(*req.TimeoutMS)*time.Millisecond)
+			defer cancel()
+		}
+		res := s.pipe.Transact(tctx, b, outs)
+		r := ok
+		if res.Outcome != transport.OK {
+			err := res.Err
+			if err == nil {
+				err = errors.New("the transaction did not commit")
+			}
+			r = &Response{ID: req.ID, Outcome: OutcomeFail, Error: &Error{Kind: kindName(err), Message: err.Error()}}
+			if res.Outcome == transport.Unknown {
+				r.Outcome = OutcomeUnknown
+			}
+		}
+		if res.Token != (transport.FencingToken{}) {
+			r.Token = tokenOf(res.Token)
+		}
+		r.Restart = res.Restart
+		return r
 	}
 	return ok
 }

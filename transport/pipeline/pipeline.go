@@ -126,7 +126,9 @@ const (
 )
 
 // Points returns the pause points a member of kind reaches in Transact: a session sends its
-// offsets and commits in one call, so it has no PointBeforeCommit.
+// offsets and commits in one call, so it has no PointBeforeCommit. An exec member ("exec:...")
+// has both: the harness pauses it on the wire, before its AddOffsetsToTxn and its committing
+// EndTxn.
 func Points(kind string) []string {
 	if kind == KindSession {
 		return []string{PointAfterProduce}
@@ -147,6 +149,11 @@ func (c Config) fetched(f Fetch) {
 		c.Fetched(f)
 	}
 }
+
+// WithDefaults validates c and returns it with its defaults filled in, as New does; errors
+// wrap transport.ErrInvalidConfig and name the field. For members built elsewhere (an exec
+// adapter's).
+func (c Config) WithDefaults() (Config, error) { return c.withDefaults() }
 
 // withDefaults validates c and fills in its defaults. Errors name the field.
 func (c Config) withDefaults() (Config, error) {

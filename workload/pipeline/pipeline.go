@@ -78,7 +78,9 @@ type Workload struct {
 
 	members []*member
 	stats   struct{ sent, sendsFailed, aborted, committed, failed, unknown, copied, restarts atomic.Int64 }
-	ran     atomic.Bool
+	// newMember starts a member (Options.NewMember, or pipeline.New of Config.Member).
+	newMember func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error)
+	ran       atomic.Bool
 }
 
 // member is one member of the group and the loop that drives it.
@@ -95,8 +97,9 @@ type member struct {
 	// (state.go): a partition absent is restored before it is applied again.
 	agg map[int32]aggregate
 	// offsetsAt is when the transaction in flight went on past PointAfterProduce to send its
-	// offsets (history time; 0 before): only the member's goroutine uses it.
-	offsetsAt int64
+	// offsets (history time; 0 before). Set from the pause point, which an exec member's
+	// gateway calls from its own goroutine.
+	offsetsAt atomic.Int64
 
 	mu sync.Mutex
 	// polled is, per input partition, the history time of the member's last poll that
@@ -121,6 +124,11 @@ type Options struct {
 	// Seed seeds the members' random choices (Config.Restart).
 	Seed   uint64
 	Logger *slog.Logger
+	// NewMember, when set, starts each member instead of pipeline.New with Config.Member:
+	// a member served by an exec adapter (lineproto.StartMember). Member names it in the
+	// history's header.
+	NewMember func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error)
+	Member    string
 }
 
 // New creates the topics and the seeder's client, and records nothing: the caller writes the
@@ -144,8 +152,17 @@ func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer,
 		start = time.Now()
 	}
 	seed := opts.Seed
+	if opts.NewMember != nil {
+		cfg.Member = opts.Member
+	}
+	newMember := opts.NewMember
+	if newMember == nil {
+		newMember = func(ctx context.Context, c pipeline.Config) (pipeline.Member, error) {
+			return pipeline.New(ctx, cfg.Member, c)
+		}
+	}
 	wl := &Workload{
-		cfg: cfg, cl: cl, log: log, w: w, start: start,
+		cfg: cfg, cl: cl, log: log, w: w, start: start, newMember: newMember,
 		group: "fencecheck." + tag + ".group", input: "fencecheck." + tag + ".input", output: "fencecheck." + tag + ".output",
 	}
 	if err := wl.createTopics(ctx); err != nil {
@@ -415,7 +432,7 @@ func (wl *Workload) memberConfig(m *member) pipeline.Config {
 func (m *member) pause(ctx context.Context, point string) {
 	m.pausePoint(ctx, point)
 	if point == pipeline.PointAfterProduce {
-		m.offsetsAt = m.wl.now()
+		m.offsetsAt.Store(m.wl.now())
 	}
 }
 
@@ -458,7 +475,7 @@ func (m *member) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if mb == nil {
 			var err error
-			if mb, err = pipeline.New(ctx, wl.cfg.Member, wl.memberConfig(m)); err != nil {
+			if mb, err = wl.newMember(ctx, wl.memberConfig(m)); err != nil {
 				if errors.Is(err, transport.ErrInvalidConfig) {
 					// It will not start on a second try either: the run is broken, not quiet.
 					wl.fail(fmt.Errorf("member %s: %w", m.name, err))
@@ -574,7 +591,7 @@ func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Ba
 		Args: history.Args{Pipe: args}})
 	// The transaction is not cut by the run's end: stopping lets it finish, so the history
 	// does not end with a burst of unknown outcomes. Its own requests are bounded.
-	m.offsetsAt = 0
+	m.offsetsAt.Store(0)
 	res := mb.Transact(context.WithoutCancel(ctx), b, outs)
 	e := history.Event{ID: op, Time: wl.now()}
 	switch res.Outcome {
@@ -582,7 +599,7 @@ func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Ba
 		wl.stats.committed.Add(1)
 		wl.stats.copied.Add(int64(len(b.Records)))
 		tok := history.Token{ProducerID: res.Token.ProducerID, Epoch: res.Token.Epoch}
-		e.Type, e.Result = history.TypeOK, history.Result{Pipe: &history.PipeResult{Token: &tok, OffsetsAt: m.offsetsAt}}
+		e.Type, e.Result = history.TypeOK, history.Result{Pipe: &history.PipeResult{Token: &tok, OffsetsAt: m.offsetsAt.Load()}}
 	case transport.Fail:
 		wl.stats.failed.Add(1)
 		e.Type, e.Error, e.Message = history.TypeFail, errorClass(res.Err), errText(res.Err)

@@ -39,6 +39,9 @@ type Env struct {
 	SessionTimeout time.Duration
 	// Replication of the topics. Default 1.
 	Replication int16
+	// New starts a member of Kind with a config; default pipeline.New. A member served
+	// elsewhere (an exec adapter's, through lineproto.StartMember) runs the suite through it.
+	New func(ctx context.Context, kind string, cfg pipeline.Config) (pipeline.Member, error)
 }
 
 var seq atomic.Int64
@@ -50,6 +53,9 @@ func Run(t *testing.T, env Env) {
 	}
 	if env.Replication == 0 {
 		env.Replication = 1
+	}
+	if env.New == nil {
+		env.New = pipeline.New
 	}
 	s := &suite{env: env}
 	tests := []struct {
@@ -193,7 +199,7 @@ func (s *suite) start(t *testing.T, p *pipe, name string) *member {
 // startWith is start with the member's configuration given.
 func (s *suite) startWith(t *testing.T, cfg pipeline.Config, name string) *member {
 	t.Helper()
-	m, err := pipeline.New(context.Background(), s.env.Kind, cfg)
+	m, err := s.env.New(context.Background(), s.env.Kind, cfg)
 	if err != nil {
 		t.Fatalf("member %s: %v", name, err)
 	}
@@ -234,7 +240,7 @@ func (s *suite) startWith(t *testing.T, cfg pipeline.Config, name string) *membe
 			}
 			if res.Restart { // the contract: start another
 				m.Close()
-				if m, err = pipeline.New(context.Background(), s.env.Kind, cfg); err != nil {
+				if m, err = s.env.New(context.Background(), s.env.Kind, cfg); err != nil {
 					mb.err = err
 					return
 				}
@@ -395,7 +401,7 @@ func (s *suite) testConfigErrors(t *testing.T) {
 	for _, tc := range cases {
 		cfg := valid
 		tc.edit(&cfg)
-		m, err := pipeline.New(context.Background(), s.env.Kind, cfg)
+		m, err := s.env.New(context.Background(), s.env.Kind, cfg)
 		if err == nil {
 			m.Close()
 			t.Errorf("%s: no error", tc.field)
@@ -405,7 +411,7 @@ func (s *suite) testConfigErrors(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidConfig naming the field", tc.field, err)
 		}
 	}
-	if _, err := pipeline.New(context.Background(), "batch", valid); err == nil || !strings.Contains(err.Error(), "kind") {
+	if _, err := s.env.New(context.Background(), "batch", valid); err == nil || !strings.Contains(err.Error(), "kind") {
 		t.Errorf("unknown kind: %v, want an error naming the kind", err)
 	}
 }
@@ -484,7 +490,7 @@ func (s *suite) testZombie(t *testing.T) {
 	var links cutter
 	cfg := s.config(p, "a")
 	cfg.Conn.Dial = links.dial
-	a, err := pipeline.New(ctx, s.env.Kind, cfg)
+	a, err := s.env.New(ctx, s.env.Kind, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,7 +563,7 @@ func (s *suite) testAbortRewinds(t *testing.T) {
 	p.seed(t, 0, 20)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a, err := pipeline.New(ctx, s.env.Kind, s.config(p, "a"))
+	a, err := s.env.New(ctx, s.env.Kind, s.config(p, "a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +620,7 @@ func (s *suite) testStableFetch(t *testing.T) {
 			<-release
 		}
 	}
-	a, err := pipeline.New(ctx, s.env.Kind, cfg)
+	a, err := s.env.New(ctx, s.env.Kind, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -723,7 +729,7 @@ func (s *suite) testFetchReported(t *testing.T) {
 	var fa fetches
 	cfg := s.config(p, "a")
 	cfg.Fetched = fa.add
-	a, err := pipeline.New(ctx, s.env.Kind, cfg)
+	a, err := s.env.New(ctx, s.env.Kind, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -751,7 +757,7 @@ func (s *suite) testFetchReported(t *testing.T) {
 	var fb fetches
 	cfg = s.config(p, "b")
 	cfg.Fetched = fb.add
-	b, err := pipeline.New(ctx, s.env.Kind, cfg)
+	b, err := s.env.New(ctx, s.env.Kind, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
