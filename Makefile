@@ -16,6 +16,8 @@ CLIENT_ADAPTERS := librdkafka sarama kafkajs
 # The krabka adapter (Rust): built only by its own target, make krabka-adapter, not by make
 # adapters or make test (its cold build is long; mk/krabka-adapter.mk).
 -include mk/krabka-adapter.mk
+# The kafka-python adapter (pure Python, PyPI): built by make kafkapython-adapter.
+-include mk/kafkapython-adapter.mk
 # Tansu, a Kafka-compatible broker that lacks parts of the transaction APIs: the preflight's
 # test on a real broker (make tansu-check; docs/clusters.md#preflight).
 -include mk/tansu.mk
