@@ -119,12 +119,14 @@ test-light-lane:
 	  $(MAKE) fuzz && $(MAKE) test-adapters; fi
 
 ## test-adapters: the client-quirk regressions of the third-party adapters (seconds, no broker):
-## adapters/kafkajs/quirks.test.js and adapters/sarama/quirks_test.go, each failing once a client
-## release fixes its quirk. make test runs it in the light lane.
+## adapters/kafkajs/quirks.test.js, adapters/sarama/quirks_test.go and
+## adapters/kafkapython/quirks_test.py, each failing once a client release fixes its quirk. make
+## test runs it in the light lane.
 .PHONY: test-adapters
-test-adapters: kafkajs-adapter sarama-adapter
+test-adapters: kafkajs-adapter sarama-adapter kafkapython-adapter
 	$(NODE) --test adapters/kafkajs/
 	cd adapters/sarama && $(GO) test ./...
+	"$(KAFKAPYTHON_ADAPTER_VENV)/bin/python" -B -W ignore::ResourceWarning -m unittest discover -s adapters/kafkapython -p 'quirks_test.py'
 
 ## test-long: make test's Go tests plus the long ones (internal/testenv.Long): each repeats at
 ## full length what make test covers more briefly, such as a scenario on a second backend.
