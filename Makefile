@@ -11,13 +11,11 @@ FUZZTIME ?= 50000x
 # The adapters of the exec protocol in adapters/ (docs/clients.md): the Java reference adapter
 # on kafka-clients (mk/java-adapter.mk) and the third-party clients, each in mk/NAME-adapter.mk.
 -include mk/java-adapter.mk
-CLIENT_ADAPTERS := librdkafka sarama kafkajs
+CLIENT_ADAPTERS := librdkafka sarama kafkajs kafkapython
 -include $(CLIENT_ADAPTERS:%=mk/%-adapter.mk)
 # The krabka adapter (Rust): built only by its own target, make krabka-adapter, not by make
 # adapters or make test (its cold build is long; mk/krabka-adapter.mk).
 -include mk/krabka-adapter.mk
-# The kafka-python adapter (pure Python, PyPI): built by make kafkapython-adapter.
--include mk/kafkapython-adapter.mk
 # Tansu, a Kafka-compatible broker that lacks parts of the transaction APIs: the preflight's
 # test on a real broker (make tansu-check; docs/clusters.md#preflight).
 -include mk/tansu.mk
@@ -96,8 +94,8 @@ KAFKA_PKGS := $(sort $(patsubst %/,%,$(dir $(shell grep -rlx --include='*_test.g
 REQUIRE := FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1
 GOTEST := $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT)
 
-## adapters: every adapter of adapters/; client-adapters: the third-party ones (PyPI, npm and
-## the Go module proxy, no Maven).
+## adapters: every adapter of adapters/ but krabka; client-adapters: the third-party ones (PyPI,
+## npm and the Go module proxy, no Maven): librdkafka, Sarama, KafkaJS and kafka-python.
 adapters: java-adapter client-adapters
 client-adapters: $(CLIENT_ADAPTERS:%=%-adapter)
 
