@@ -634,7 +634,9 @@ class Adapter:
                 if isinstance(c, (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError)) or \
                         isinstance(c, CLIENT):
                     try:
-                        admin._manager.cluster._coordinators.pop((CoordinatorType.TRANSACTION, tid), None)
+                        gone = admin._manager.cluster._coordinators.pop((CoordinatorType.TRANSACTION, tid), None)
+                        if gone is not None:
+                            log("%s: %s; forgetting the cached coordinator %s and asking again", what, describe_exc(e), gone)
                     except Exception:  # noqa: BLE001
                         pass
                 if isinstance(c, Errors.RetriableError) or isinstance(c, CLIENT):
