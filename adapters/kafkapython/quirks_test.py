@@ -142,6 +142,33 @@ class Quirks(unittest.TestCase):
                          "check whether the quirk is fixed" % (KP, removers))
 
 
+    def test_a_timed_out_transactional_request_is_fatal(self):
+        """A transactional request (InitProducerId, AddPartitionsToTxn, EndTxn) whose connection
+        closes with RequestTimedOutError (kafka-python closes the connection when any request on
+        it times out, and fails every request in flight with that error) puts the producer in
+        FATAL_ERROR ("Could not execute transactional request for unknown reasons"): only a
+        KafkaConnectionError is retried. Java treats a request timeout as a disconnection and
+        retries the request. Seen in regression/commit-after-timeout-abort: the delayed EndTxn."""
+        def handler_after(exc):
+            tm = TransactionManager(transactional_id="quirks", transaction_timeout_ms=1000, api_version=(4, 1))
+            tm._transition_to(TransactionState.INITIALIZING)
+            tm.set_producer_id_and_epoch(ProducerIdAndEpoch(1000, 0))
+            tm._transition_to(TransactionState.READY)
+            tm.begin_transaction()
+            tm._transaction_started = True
+            h = EndTxnHandler(tm, True)
+            h.on_complete(tm.next_in_flight_request_correlation_id(), exc)
+            return tm, h
+        tm, h = handler_after(Errors.KafkaConnectionError("closed"))
+        self.assertNotEqual(tm._current_state, TransactionState.FATAL_ERROR)
+        self.assertTrue(h.is_retry)
+        tm, h = handler_after(Errors.RequestTimedOutError("Request timed out after 2000 ms"))
+        self.assertEqual(tm._current_state, TransactionState.FATAL_ERROR,
+                         "%s: a transactional request that timed out is no longer fatal (state %s): the quirk is "
+                         "fixed; update README.md, docs/findings.md and this regression" % (KP, tm._current_state.name))
+        self.assertTrue(h.result.failed)
+
+
 class WhatTheAdapterReads(unittest.TestCase):
     """The internals adapter.py relies on, and the transaction version it reports: these fail
     when an upgrade moves them, before the conformance suite would."""
