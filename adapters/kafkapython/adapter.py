@@ -183,6 +183,7 @@ class Adapter:
         self.readers = []  # idle read_committed consumers
         self.readers_lock = threading.Lock()
         self.plain = None  # registrations: idempotent, outside transactions
+        self.plain_lock = threading.Lock()
         self.admin = None
         self.admin_lock = threading.Lock()
 
@@ -490,7 +491,7 @@ class Adapter:
 
     def register(self, req):
         deadline = time.monotonic() + self.timeout
-        p = self.plain
+        p = self.plain_producer(deadline)
         try:
             f = p.send(req.get("topic", ""), value=unb64(req.get("value")), key=unb64(req.get("key")),
                        partition=int(req.get("partition") or 0))
@@ -505,6 +506,24 @@ class Adapter:
             rejected = isinstance(c, REGISTER_REJECTED)
             raise CallError("producer" if rejected else kind_of(e), not rejected, "register: %s" % describe_exc(e))
         return md.offset
+
+    def plain_producer(self, deadline):
+        """The registration producer, built again when the last one went fatal (an idempotent
+        producer in FATAL_ERROR fails every later send)."""
+        with self.plain_lock:
+            p = self.plain
+            tm = getattr(p, "_transaction_manager", None)
+            if p is not None and tm is not None and tm.has_fatal_error() and not self.closed:
+                log("the registration producer failed fatally (%s); building another", describe_exc(tm.last_error))
+                drop(p)
+                try:
+                    p = self.plain = self.new_plain(deadline)
+                except Exception as e:  # noqa: BLE001 - nothing was sent
+                    self.plain = None
+                    raise CallError("client", False, "register: build the registration producer: %s" % describe_exc(e))
+            if p is None:
+                raise CallError("closed" if self.closed else "client", False, "register: no registration producer")
+            return p
 
     # -- reads --
 
@@ -658,8 +677,9 @@ class Adapter:
                     dead.append(rs.held.producer)
                     rs.held = None
         threads = [drop(p) for p in dead]
-        if self.plain is not None:
+        with self.plain_lock:
             p, self.plain = self.plain, None
+        if p is not None:
 
             def close_plain():
                 try:
