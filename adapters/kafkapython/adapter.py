@@ -630,7 +630,10 @@ class Adapter:
         KafkaAdminClient caches the coordinator FindCoordinator named and never forgets it: a
         NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE answer is raised and the next describe goes
         to the same broker. The adapter removes the cached entry on such an error and asks
-        again within the request timeout."""
+        again within the request timeout. An answer is then confirmed, as the seed's transport
+        does (confirm_coordinator): without it, a broker cut off from its peers kept answering
+        every describe from its old state (isolate-broker on Kafka 4.1.2, invalid on
+        describe-consistent), since nothing made the admin client ask FindCoordinator again."""
         from kafka.protocol.metadata import CoordinatorType
         deadline = time.monotonic() + self.timeout
         tid = self.topic + "/" + role
@@ -640,18 +643,27 @@ class Adapter:
             rem = deadline - time.monotonic()
             if rem <= 0:
                 raise CallError("admin", False, "%s: %s" % (what, describe_exc(last) if last else "the request timeout passed"))
+            admin = None
             try:
                 admin = self.get_admin(deadline)
                 d = bounded(lambda: admin.describe_transactions([tid]), rem, "describe")[tid]
             except Errors.TransactionalIdNotFoundError:
-                return {}  # held false: the coordinator does not know the id
+                # held false: the coordinator does not know the id; confirmed like a holder,
+                # since a deposed coordinator answers "no holder" from its old state too.
+                node = admin._manager.cluster.get_coordinator(tid, CoordinatorType.TRANSACTION)
+                refused = self.confirm_coordinator(admin, tid, node, deadline) if isinstance(node, int) else ""
+                if refused:
+                    admin._manager.cluster._coordinators.pop((CoordinatorType.TRANSACTION, tid), None)
+                    log("%s: refused the answer of broker %s (no holder): %s", what, node, refused)
+                    raise CallError("admin", False, "%s: %s (NOT_COORDINATOR)" % (what, refused))
+                return {}
             except TimeoutError as e:
                 raise CallError("admin", False, "%s: %s" % (what, e))
             except Exception as e:  # noqa: BLE001
                 last = e
                 c = cause(e)
-                if isinstance(c, (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError)) or \
-                        isinstance(c, CLIENT):
+                if admin is not None and (isinstance(c, (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError)) or
+                                          isinstance(c, CLIENT)):
                     try:
                         gone = admin._manager.cluster._coordinators.pop((CoordinatorType.TRANSACTION, tid), None)
                         if gone is not None:
@@ -662,9 +674,73 @@ class Adapter:
                     time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
                     continue
                 raise CallError("admin", False, "%s: %s" % (what, describe_exc(e)))
+            refused = self.confirm_coordinator(admin, tid, d.coordinator_id, deadline)
+            if refused:
+                # The next describe asks FindCoordinator again instead of the cached broker.
+                try:
+                    admin._manager.cluster._coordinators.pop((CoordinatorType.TRANSACTION, tid), None)
+                except Exception:  # noqa: BLE001
+                    pass
+                log("%s: refused the answer of broker %s (%s): %s", what, d.coordinator_id,
+                    "no holder" if d.producer_id < 0 else "(%d,%d)" % (d.producer_id, d.producer_epoch), refused)
+                raise CallError("admin", False, "%s: %s (NOT_COORDINATOR)" % (what, refused))
             if d.producer_id < 0:
                 return {}
             return {"held": True, "token": {"producer_id": int(d.producer_id), "epoch": int(d.producer_epoch)}}
+
+    def confirm_coordinator(self, admin, tid, node, deadline):
+        """The seed's check of a describe's answer: up to two brokers other than node, the one
+        that answered DescribeTransactions for tid, are asked (FindCoordinator) whether node is
+        still its coordinator. An Apache Kafka broker cut off from its peers keeps answering as
+        the coordinator from the state it had, naming a deposed holder, while the controller
+        has moved the coordinator elsewhere; kafka-python's admin client keeps asking the
+        broker it cached until that broker says otherwise. Returns why the answer is refused
+        (a broker names another coordinator, or none), or "" to accept it. A broker that cannot
+        be reached or does not answer within a fifth of the request timeout has no say, so a
+        fault that hides the other brokers leaves the answer unconfirmed, as transport/confirm.go
+        does."""
+        from kafka.protocol.metadata import FindCoordinatorRequest
+        try:
+            ids = sorted({b.node_id for b in admin._manager.cluster.brokers()
+                          if isinstance(b.node_id, int) and b.node_id != node})
+        except Exception:  # noqa: BLE001
+            return ""
+        # The brokers following node in id order first, then wrapping around.
+        ids = [i for i in ids if i > node] + [i for i in ids if i < node]
+        ids = ids[:2]
+        if not ids:
+            return ""
+        wait = min(self.timeout / 5, max(0.0, deadline - time.monotonic()))
+        answers = {}
+
+        def ask(b):
+            async def find():
+                req = FindCoordinatorRequest(key=tid, key_type=1, coordinator_keys=[tid])
+                return await admin._manager.send(req, node_id=b, request_timeout_ms=max(1, int(wait * 1000)))
+            try:
+                resp = admin._manager.run(find)
+                c = resp.coordinators[0] if resp.coordinators else resp
+                answers[b] = (c.error_code, c.node_id)
+            except Exception as e:  # noqa: BLE001 - no say
+                answers[b] = e
+
+        threads = [threading.Thread(target=ask, args=(b,), daemon=True, name="confirm") for b in ids]
+        for t in threads:
+            t.start()
+        end = time.monotonic() + wait
+        for t in threads:
+            t.join(max(0.0, end - time.monotonic()))
+        for b in ids:
+            a = answers.get(b)
+            if not isinstance(a, tuple):
+                continue
+            code, coordinator = a
+            if code == Errors.CoordinatorNotAvailableError.errno:
+                return "broker %s answered DescribeTransactions for %r, but broker %s knows no coordinator for it" % (node, tid, b)
+            if code == 0 and coordinator != node:
+                return "broker %s answered DescribeTransactions for %r, but broker %s names broker %s as its coordinator" % (
+                    node, tid, b, coordinator)
+        return ""
 
     # -- shutdown --
 
