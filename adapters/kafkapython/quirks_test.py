@@ -169,6 +169,29 @@ class Quirks(unittest.TestCase):
         self.assertTrue(h.result.failed)
 
 
+    def test_close_with_a_short_timeout_raises_and_leaves_the_producer_running(self):
+        """KafkaProducer.close(timeout=0) flushes first, and the flush raises KafkaTimeoutError
+        while a batch is incomplete, before close stops the sender: the producer stays open and
+        its sender keeps running (Java's close(Duration.ZERO) fails the incomplete sends and
+        stops). The adapter stops a dropped producer with _sender.force_close() first."""
+        from kafka.structs import TopicPartition
+        p = KafkaProducer(bootstrap_servers=NOWHERE, api_version=(4, 1), metrics_enabled=False,
+                          enable_idempotence=False, acks=1)
+        try:
+            p._accumulator.append(TopicPartition("quirks", 0), None, b"k", b"v", [])
+            raised = None
+            try:
+                p.close(timeout=0)
+            except Errors.KafkaTimeoutError as e:
+                raised = e
+            self.assertIsNotNone(raised, "%s: close(timeout=0) with an incomplete batch no longer raises "
+                                 "KafkaTimeoutError: the quirk is fixed; update README.md and this regression" % KP)
+            self.assertTrue(p._sender.is_alive() and not p._closed,
+                            "%s: close(timeout=0) raised but stopped the producer: update README.md" % KP)
+        finally:
+            stop(p)
+
+
 class WhatTheAdapterReads(unittest.TestCase):
     """The internals adapter.py relies on, and the transaction version it reports: these fail
     when an upgrade moves them, before the conformance suite would."""
