@@ -11,7 +11,7 @@ FUZZTIME ?= 50000x
 # The adapters of the exec protocol in adapters/ (docs/clients.md): the Java reference adapter
 # on kafka-clients (mk/java-adapter.mk) and the third-party clients, each in mk/NAME-adapter.mk.
 -include mk/java-adapter.mk
-CLIENT_ADAPTERS := librdkafka sarama kafkajs
+CLIENT_ADAPTERS := librdkafka sarama kafkajs kafkapython
 -include $(CLIENT_ADAPTERS:%=mk/%-adapter.mk)
 # The krabka adapter (Rust): built only by its own target, make krabka-adapter, not by make
 # adapters or make test (its cold build is long; mk/krabka-adapter.mk).
@@ -94,8 +94,8 @@ KAFKA_PKGS := $(sort $(patsubst %/,%,$(dir $(shell grep -rlx --include='*_test.g
 REQUIRE := FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1
 GOTEST := $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT)
 
-## adapters: every adapter of adapters/; client-adapters: the third-party ones (PyPI, npm and
-## the Go module proxy, no Maven).
+## adapters: every adapter of adapters/ but krabka; client-adapters: the third-party ones (PyPI,
+## npm and the Go module proxy, no Maven): librdkafka, Sarama, KafkaJS and kafka-python.
 adapters: java-adapter client-adapters
 client-adapters: $(CLIENT_ADAPTERS:%=%-adapter)
 
@@ -117,12 +117,14 @@ test-light-lane:
 	  $(MAKE) fuzz && $(MAKE) test-adapters; fi
 
 ## test-adapters: the client-quirk regressions of the third-party adapters (seconds, no broker):
-## adapters/kafkajs/quirks.test.js and adapters/sarama/quirks_test.go, each failing once a client
-## release fixes its quirk. make test runs it in the light lane.
+## adapters/kafkajs/quirks.test.js, adapters/sarama/quirks_test.go and
+## adapters/kafkapython/quirks_test.py, each failing once a client release fixes its quirk. make
+## test runs it in the light lane.
 .PHONY: test-adapters
-test-adapters: kafkajs-adapter sarama-adapter
+test-adapters: kafkajs-adapter sarama-adapter kafkapython-adapter
 	$(NODE) --test adapters/kafkajs/
 	cd adapters/sarama && $(GO) test ./...
+	"$(KAFKAPYTHON_ADAPTER_VENV)/bin/python" -B -W ignore::ResourceWarning -m unittest discover -s adapters/kafkapython -p 'quirks_test.py'
 
 ## test-long: make test's Go tests plus the long ones (internal/testenv.Long): each repeats at
 ## full length what make test covers more briefly, such as a scenario on a second backend.

@@ -20,7 +20,7 @@ import (
 
 // TestScenariosLocalKafka runs the scenarios that matter most against Apache Kafka, with
 // fencecheck's transport and through the adapters of adapters/ (the seed's transport on
-// kafka-clients, librdkafka, Sarama and KafkaJS, behind the exec protocol, one adapter process
+// kafka-clients, librdkafka, Sarama, KafkaJS, kafka-python and krabka, behind the exec protocol, one adapter process
 // per process of the run): each must come out valid, every scripted fault having taken hold.
 func TestScenariosLocalKafka(t *testing.T) {
 	testenv.NeedKafka(t, "starts Kafka clusters")

@@ -15,7 +15,7 @@ import (
 )
 
 // TestAdapterConformance runs the conformance suite on each adapter of adapters/ (the seed's
-// transport on kafka-clients, librdkafka, Sarama and KafkaJS) behind the exec protocol,
+// transport on kafka-clients, librdkafka, Sarama, KafkaJS, kafka-python and krabka) behind the exec protocol,
 // against the shared TV2 cluster through one process's links. A client that speaks TV1
 // whatever the cluster finalized is held to TV1's epochs. TestTransportConformance runs the
 // Java adapter on a cluster formatted with transaction.version 1 too. make test builds the

@@ -35,6 +35,8 @@ var Clients = []Client{
 	// krabka follows the cluster's transaction.version, as kafka-clients does. Its cold build
 	// compiles about 380 crates, so make test does not build it yet (mk/krabka-adapter.mk).
 	{Name: "krabka", Optional: true},
+	// kafka-python (pure Python) caps EndTxn and AddPartitionsToTxn at v3: no KIP-890.
+	{Name: "kafkapython", TransactionVersion: 1},
 }
 
 // Speaks returns the transaction version the client's producers run on a cluster that
