@@ -83,7 +83,8 @@ func (k kafkaMixAction) candidates(sent []string) []mixAPI {
 		}
 		switch links.KafkaAction(k.action) {
 		case links.KafkaHold:
-			if m.until == "" {
+			// A request held until its own kind's next answer would wait for itself.
+			if m.until == "" || k.until == m.api {
 				continue
 			}
 		case links.KafkaDuplicate:
@@ -104,6 +105,7 @@ type kafkaMixAction struct {
 	action string
 	api    string // set by the entry: draw nothing else of it
 	err    string // error-response's error, set by the entry
+	until  string // hold's and duplicate's, set by the entry
 }
 
 // drawKafka fills in what a random menu's Kafka-aware entry leaves unset (see above). It
@@ -112,7 +114,7 @@ type kafkaMixAction struct {
 func (n *Nemesis) drawKafka(spec Spec) (Spec, error) {
 	net := n.env.Cluster.Network()
 	sent := net.SentAPIs(0)
-	cands := kafkaMixAction{action: spec.Fault, api: spec.Params.API, err: spec.Params.Error}.candidates(sent)
+	cands := kafkaMixAction{action: spec.Fault, api: spec.Params.API, err: spec.Params.Error, until: spec.Params.Until}.candidates(sent)
 	if len(cands) == 0 {
 		return spec, fmt.Errorf("%s: no request it could act on has been sent yet (sent: %v): %w", spec.Fault, sent, ErrNoTarget)
 	}

@@ -47,6 +47,7 @@ func TestMixCandidates(t *testing.T) {
 	}{
 		{kafkaMixAction{action: "drop-response"}, []string{"produce", "endtxn", "describetransactions"}},
 		{kafkaMixAction{action: "hold"}, []string{"produce", "endtxn"}},
+		{kafkaMixAction{action: "hold", until: "endtxn"}, []string{"produce"}},
 		{kafkaMixAction{action: "duplicate"}, []string{"produce", "endtxn"}},
 		{kafkaMixAction{action: "error-response", err: "CONCURRENT_TRANSACTIONS"}, []string{"endtxn"}},
 		{kafkaMixAction{action: "delay", api: "fetch"}, nil},

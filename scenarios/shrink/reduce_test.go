@@ -256,8 +256,8 @@ nemesis:
     interval: 1500ms
     for: 1s
     faults:
-      - {fault: hold, target: {processes: holder}, params: {until: endtxn}}
-      - {fault: drop-response, target: {processes: random}, params: {count: 1}}
+      - {fault: hold, target: {processes: holder}, params: {api: produce, until: endtxn}}
+      - {fault: drop-response, target: {processes: random}, params: {api: endtxn, count: 1}}
       - {fault: delay, params: {api: produce, delay: 300ms}, for: 800ms}
       - {fault: delay, params: {api: endtxn}}
 duration: 8s
