@@ -231,12 +231,7 @@ func (t *Transport) adapterLocked(ctx context.Context) (*adapterProc, error) {
 		err = t.fail(transport.OpStart, "", resp)
 	}
 	if err != nil {
-		p.kill()
-		var te *transport.Error
-		if !errors.As(err, &te) {
-			err = &transport.Error{Op: transport.OpStart, Kind: transport.ErrClient, Stage: transport.StageLocal, Err: err}
-		}
-		return nil, err
+		return nil, startFailed(p, err)
 	}
 	if resp.TransactionVersion != 0 {
 		t.tv = resp.TransactionVersion
@@ -246,6 +241,17 @@ func (t *Transport) adapterLocked(ctx context.Context) (*adapterProc, error) {
 	t.log.Info("adapter started", "pid", p.cmd.Process.Pid, "client_id", clientID, "adapter", t.adapter,
 		"capabilities", strings.Join(t.caps, ","), "transaction_version", t.tv)
 	return p, nil
+}
+
+// startFailed kills p, whose start (or member_start) failed with err, and returns err as the
+// transport's error: the adapter's own when it answered, ErrClient when it did not.
+func startFailed(p *adapterProc, err error) error {
+	p.kill()
+	var te *transport.Error
+	if !errors.As(err, &te) {
+		err = &transport.Error{Op: transport.OpStart, Kind: transport.ErrClient, Stage: transport.StageLocal, Err: err}
+	}
+	return err
 }
 
 // hello sends hello to the adapter p and checks its answer: the protocol version and the

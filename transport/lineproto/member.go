@@ -155,12 +155,7 @@ func (m *Member) adapterLocked(ctx context.Context) (*adapterProc, error) {
 		err = failed(transport.OpStart, resp)
 	}
 	if err != nil {
-		p.kill()
-		var te *transport.Error
-		if !errors.As(err, &te) {
-			err = &transport.Error{Op: transport.OpStart, Kind: transport.ErrClient, Stage: transport.StageLocal, Err: err}
-		}
-		return nil, err
+		return nil, startFailed(p, err)
 	}
 	m.proc = p
 	log.Info("pipeline adapter started", "pid", p.cmd.Process.Pid, "client_id", clientID, "adapter", m.name)

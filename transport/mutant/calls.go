@@ -92,14 +92,19 @@ func newSwallowCommit(_ context.Context, tr *transport.BrokerTransport) (*Transp
 		}
 		return err
 	}
+	return writesThrough(tr, swallow), nil
+}
+
+// writesThrough is tr with the error of every lease and work write passed through edit.
+func writesThrough(tr *transport.BrokerTransport, edit func(error) error) *Transport {
 	m := &Transport{BrokerTransport: tr}
 	m.writeLease = func(ctx context.Context, role transport.Role, tok transport.FencingToken, l transport.Lease) error {
-		return swallow(tr.WriteLease(ctx, role, tok, l))
+		return edit(tr.WriteLease(ctx, role, tok, l))
 	}
 	m.writeFenced = func(ctx context.Context, role transport.Role, tok transport.FencingToken, recs ...*kgo.Record) error {
-		return swallow(tr.WriteFenced(ctx, role, tok, recs...))
+		return edit(tr.WriteFenced(ctx, role, tok, recs...))
 	}
-	return m, nil
+	return m
 }
 
 // newUnknownCommitFails reports a write whose commit was sent but not confirmed (its answer
@@ -117,14 +122,7 @@ func newUnknownCommitFails(_ context.Context, tr *transport.BrokerTransport) (*T
 		}
 		return err
 	}
-	m := &Transport{BrokerTransport: tr}
-	m.writeLease = func(ctx context.Context, role transport.Role, tok transport.FencingToken, l transport.Lease) error {
-		return failed(tr.WriteLease(ctx, role, tok, l))
-	}
-	m.writeFenced = func(ctx context.Context, role transport.Role, tok transport.FencingToken, recs ...*kgo.Record) error {
-		return failed(tr.WriteFenced(ctx, role, tok, recs...))
-	}
-	return m, nil
+	return writesThrough(tr, failed), nil
 }
 
 // leaseRecord is the record WriteLease writes for role, stamped with stamp.

@@ -24,11 +24,7 @@ func TestConformanceKfake(t *testing.T) {
 	if m := os.Getenv(mutantEnv); m != "" {
 		kinds = []string{pipeline.MutantPrefix + m}
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
-		"group.min.session.timeout.ms":         "500",
-		"group.consumer.session.timeout.ms":    "2000",
-		"group.consumer.heartbeat.interval.ms": "500",
-	}))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(pipelinetest.KfakeBrokerConfigs()))
 	if err != nil {
 		t.Fatal(err)
 	}

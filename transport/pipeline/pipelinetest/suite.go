@@ -44,6 +44,17 @@ type Env struct {
 	New func(ctx context.Context, kind string, cfg pipeline.Config) (pipeline.Member, error)
 }
 
+// KfakeBrokerConfigs are the broker settings a kfake cluster needs for this suite: session
+// timeouts short enough for the zombie test, the classic protocol's minimum below the
+// members' 2 s and the consumer protocol's own (the group's, not the member's) 2 s.
+func KfakeBrokerConfigs() map[string]string {
+	return map[string]string{
+		"group.min.session.timeout.ms":         "500",
+		"group.consumer.session.timeout.ms":    "2000",
+		"group.consumer.heartbeat.interval.ms": "500",
+	}
+}
+
 var seq atomic.Int64
 
 // Run runs every conformance test against env. Each test has its own topics and group.
