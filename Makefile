@@ -16,6 +16,9 @@ CLIENT_ADAPTERS := librdkafka sarama kafkajs
 # The krabka adapter (Rust): built only by its own target, make krabka-adapter, not by make
 # adapters or make test (its cold build is long; mk/krabka-adapter.mk).
 -include mk/krabka-adapter.mk
+# The @platformatic/kafka adapter (Node.js 22.22+): built by its own target, make
+# platformatic-adapter (mk/platformatic-adapter.mk).
+-include mk/platformatic-adapter.mk
 # Tansu, a Kafka-compatible broker that lacks parts of the transaction APIs: the preflight's
 # test on a real broker (make tansu-check; docs/clusters.md#preflight).
 -include mk/tansu.mk

@@ -32,6 +32,8 @@ var Clients = []Client{
 	// krabka follows the cluster's transaction.version, as kafka-clients does. Its cold build
 	// compiles about 380 crates, so make test does not build it yet (mk/krabka-adapter.mk).
 	{Name: "krabka", Optional: true},
+	// @platformatic/kafka implements EndTxn up to v4 and Produce up to v11: TV1 on any cluster.
+	{Name: "platformatic", TransactionVersion: 1},
 }
 
 // Speaks returns the transaction version the client's producers run on a cluster that
