@@ -302,6 +302,17 @@ export function producerOptions(txnId, c = config) {
  */
 const kWrapped = Symbol('fencecheck.wrapped')
 
+// The request versions this process sent, logged once each with FENCECHECK_PLATFORMATIC_LOG=debug:
+// what the transaction version the client speaks rests on (docs/clients.md).
+const versionsSeen = new Set()
+function noteVersion(name, version) {
+  const k = `${name} v${version}`
+  if (verbose && !versionsSeen.has(k)) {
+    versionsSeen.add(k)
+    log(`sent ${k}`)
+  }
+}
+
 export function instrument(client, counts) {
   const getApi = client[kGetApi].bind(client)
   client[kGetApi] = (name, callback) =>
@@ -312,6 +323,7 @@ export function instrument(client, counts) {
       const inner = name === 'AddPartitionsToTxn' && api.version > 3 ? addPartitionsToTxnV3.api : api
       const wrapped = function (...args) {
         if (counts) counts[name] = (counts[name] || 0) + 1
+        noteVersion(name, inner.version)
         return inner(...args)
       }
       wrapped.version = inner.version
@@ -399,14 +411,14 @@ async function start(c) {
     metadataMaxAge: Number(process.env.FENCECHECK_PLATFORMATIC_METADATA_MAX_AGE_MS) || 5000,
   })
   const deadline = Date.now() + rt + 20000 // hello and start get 30 s more than the request timeout
-  admin = new Admin(baseOptions())
-  reader = new Consumer({
+  admin = instrument(new Admin(baseOptions()))
+  reader = instrument(new Consumer({
     ...baseOptions(),
     // The Consumer requires a group id; this one never joins it (no consume, no commit).
     groupId: `${config.clientId}-reader`,
     autocommit: false,
     isolationLevel: FetchIsolationLevels.READ_COMMITTED,
-  })
+  }))
   try {
     // A check that the bootstrap answers, and the warm-up: ApiVersions and Metadata (no topic:
     // the run's topics do not exist yet) for the admin and the reader.
