@@ -533,7 +533,10 @@ async function write(role, token, records) {
       tx = await within(p.beginTransaction(), deadline, 'begin')
     } catch (e) {
       release(rs, h)
-      throw new CallError(kindOf(e), false, `write "${role}": begin: ${describe(e)}`)
+      // Not expected to send anything but a coordinator lookup; if it sent an InitProducerId,
+      // that may have minted.
+      const minted = (h.counts.InitProducerId || 0) !== mintsBefore
+      throw new CallError(kindOf(e), minted, `write "${role}": begin: ${describe(e)}`)
     }
     if ((h.counts.InitProducerId || 0) !== mintsBefore) {
       // Never seen: beginTransaction minted again. That fenced whoever held the role.
