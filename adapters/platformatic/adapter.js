@@ -34,7 +34,8 @@
  *  - The admin client has no describeTransactions, but the package exports DescribeTransactions v0
  *    as a low-level API (describeTransactionsV0): describe is Admin.findCoordinator (TRANSACTION
  *    key), then that API, negotiated by the admin client's kGetApi, on the admin client's
- *    connection to the coordinator. No no-describe.
+ *    connection to the coordinator, confirmed by up to two other brokers' FindCoordinator as
+ *    fencecheck's own transport does (confirmCoordinator). No no-describe.
  *  - The consumer's read_committed filter (clients/consumer/consumer.js #filterUncommittedMessages)
  *    keeps one aborted range per producer id and needs the abort marker in the same answer: when a
  *    fetch answer holds two aborted transactions of one producer (a role's producer id aborts one
@@ -595,7 +596,12 @@ async function describeRole(role) {
             if (error) return reject(error)
             admin[kGetConnection]({ host: co.host, port: co.port }, (error, connection) => {
               if (error) return reject(error)
-              api(connection, [txnId], (error, response) => (error ? reject(error) : resolve(response)))
+              api(connection, [txnId], (error, response) => {
+                if (error) {
+                  error.coordinator = co.nodeId
+                  reject(error)
+                } else resolve(response)
+              })
             })
           })
         }),
@@ -604,13 +610,18 @@ async function describeRole(role) {
       )
       const st = (answer.transactionStates || []).find(s => s.transactionalId === txnId)
       if (!st) throw new Error(`the coordinator's answer does not name ${txnId}`)
-      if (st.producerId < 0n) return { held: false }
-      return { held: true, token: { producer_id: st.producerId, epoch: st.producerEpoch } }
+      const result = st.producerId < 0n ? { held: false } : { held: true, token: { producer_id: st.producerId, epoch: st.producerEpoch } }
+      await confirmCoordinator(role, txnId, co.nodeId, result, deadline)
+      return result
     } catch (e) {
-      // The client throws a ResponseError whose response still holds the state: a transactional
-      // id the coordinator does not know is "not held".
+      if (e instanceof CallError) throw e
+      // The client throws a ResponseError for a transactional id the coordinator does not know:
+      // "not held", once confirmed.
       const codes = protocolCodes(e)
-      if (codes.length === 1 && codes[0] === 105) return { held: false } // TRANSACTIONAL_ID_NOT_FOUND
+      if (codes.length === 1 && codes[0] === 105 && e.coordinator != null) {
+        await confirmCoordinator(role, txnId, e.coordinator, { held: false }, deadline)
+        return { held: false } // TRANSACTIONAL_ID_NOT_FOUND
+      }
       const retriable = codes.length === 0 || codes.every(c => [14, 15, 16].includes(c)) // coordinator moving
       if (e instanceof DeadlineError || !retriable || Date.now() >= deadline) {
         const before = lastError ? `; before: ${describe(lastError)}` : ''
@@ -620,6 +631,76 @@ async function describeRole(role) {
       if (attempt === 0) log(`describe ${role}: ${describe(e)}; again until the request timeout`)
       await sleep(Math.min(config.retryDelay * (attempt + 1), Math.max(0, deadline - Date.now())))
     }
+  }
+}
+
+// How many brokers other than the one that answered DescribeTransactions are asked to confirm
+// it as the coordinator: every other broker of a 3-broker cluster.
+const CONFIRMERS = 2
+
+/**
+ * Asks up to CONFIRMERS other brokers (those following node in id order) which broker
+ * coordinates txnId, in parallel, for at most rt/5, and refuses the describe (kind admin, fail)
+ * when one of them names another broker, or none. As fencecheck's own transport does
+ * (transport/confirm.go): an Apache Kafka broker cut off from its peers keeps answering
+ * DescribeTransactions as the coordinator from the state it had when it was cut off, while the
+ * controller has moved the coordinator to a broker that may have minted a newer epoch
+ * (docs/regressions.md#deposed-coordinator-describe). A broker that cannot be reached or does
+ * not answer in time has no say.
+ */
+async function confirmCoordinator(role, txnId, node, result, deadline) {
+  let others
+  try {
+    const md = await within(
+      new Promise((resolve, reject) => admin[kMetadata]({ topics: [] }, (e, m) => (e ? reject(e) : resolve(m)))),
+      deadline,
+      'metadata'
+    )
+    const ids = [...md.brokers.keys()].filter(id => id !== node).sort((a, b) => a - b)
+    const i = ids.findIndex(id => id > node)
+    const rotated = i < 0 ? ids : [...ids.slice(i), ...ids.slice(0, i)]
+    others = rotated.slice(0, CONFIRMERS).map(id => ({ id, broker: md.brokers.get(id) }))
+  } catch (e) {
+    debugLog(`describe ${role}: no brokers to confirm coordinator ${node}: ${describe(e)}`)
+    return // no broker to ask: the answer stays unconfirmed
+  }
+  const wait = Math.min(Math.floor(config.rt / 5), Math.max(0, deadline - Date.now()))
+  const ask = ({ id, broker }) =>
+    new Promise((resolve, reject) => {
+      admin[kGetConnection](broker, (error, connection) => {
+        if (error) return reject(error)
+        admin[kGetApi]('FindCoordinator', (error, api) => {
+          if (error) return reject(error)
+          api(connection, FindCoordinatorKeyTypes.TRANSACTION, [txnId], (error, response) => {
+            if (error) {
+              // COORDINATOR_NOT_AVAILABLE: this broker sees no leader of the id's partition.
+              if (protocolCodes(error).includes(15)) return resolve({ id, coordinator: -1 })
+              return reject(error)
+            }
+            const c = (response.coordinators || []).find(x => x.key === txnId) || (response.coordinators || [])[0]
+            resolve({ id, coordinator: c ? c.nodeId : -1 })
+          })
+        })
+      })
+    }).then(
+      a => a,
+      e => {
+        debugLog(`describe ${role}: broker ${id} did not confirm coordinator ${node}: ${describe(e)}`)
+        return null
+      }
+    )
+  // The answers that come within the wait count; a broker still silent then has no say.
+  const answers = []
+  await Promise.race([Promise.all(others.map(o => ask(o).then(a => a && answers.push(a)))), sleep(wait)])
+  for (const a of answers) {
+    if (!a || a.coordinator === node) continue
+    const said = result.held ? `${result.token.producer_id}/${result.token.epoch}` : 'not held'
+    const why =
+      a.coordinator < 0
+        ? `broker ${a.id} knows no coordinator for it`
+        : `broker ${a.id} names broker ${a.coordinator} as its coordinator`
+    log(`describe ${role}: refused the answer of broker ${node} (${said}), which may not be the coordinator: ${why}`)
+    throw new CallError('admin', false, `describe "${role}": broker ${node} answered DescribeTransactions for ${txnId}, but ${why} (NOT_COORDINATOR)`)
   }
 }
 
