@@ -16,6 +16,10 @@ CLIENT_ADAPTERS := librdkafka sarama kafkajs kafkapython
 # The krabka adapter (Rust): built only by its own target, make krabka-adapter, not by make
 # adapters or make test (its cold build is long; mk/krabka-adapter.mk).
 -include mk/krabka-adapter.mk
+# The @platformatic/kafka adapter (Node.js 22.22+): built only by its own target, make
+# platformatic-adapter, not by make adapters or make test (its tests cost about twice KafkaJS's;
+# mk/platformatic-adapter.mk).
+-include mk/platformatic-adapter.mk
 # Tansu, a Kafka-compatible broker that lacks parts of the transaction APIs: the preflight's
 # test on a real broker (make tansu-check; docs/clusters.md#preflight).
 -include mk/tansu.mk
@@ -119,12 +123,17 @@ test-light-lane:
 ## test-adapters: the client-quirk regressions of the third-party adapters (seconds, no broker):
 ## adapters/kafkajs/quirks.test.js, adapters/sarama/quirks_test.go and
 ## adapters/kafkapython/quirks_test.py, each failing once a client release fixes its quirk. make
-## test runs it in the light lane.
+## test runs it in the light lane. adapters/platformatic/quirks.test.js runs too when that
+## optional adapter is built (make platformatic-adapter), on its Node.js.
 .PHONY: test-adapters
 test-adapters: kafkajs-adapter sarama-adapter kafkapython-adapter
 	$(NODE) --test adapters/kafkajs/
 	cd adapters/sarama && $(GO) test ./...
 	"$(KAFKAPYTHON_ADAPTER_VENV)/bin/python" -B -W ignore::ResourceWarning -m unittest discover -s adapters/kafkapython -p 'quirks_test.py'
+	@if [ -f adapters/platformatic/target/.built ]; then \
+	  echo "adapters/platformatic/run-node --test adapters/platformatic/quirks.test.js"; \
+	  adapters/platformatic/run-node --test adapters/platformatic/quirks.test.js; \
+	else echo "adapters/platformatic/quirks.test.js: skipped, the adapter is not built (make platformatic-adapter)"; fi
 
 ## test-long: make test's Go tests plus the long ones (internal/testenv.Long): each repeats at
 ## full length what make test covers more briefly, such as a scenario on a second backend.

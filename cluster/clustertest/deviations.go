@@ -31,6 +31,7 @@ var Deviations = []Deviation{
 	{Name: "tv2-phantom-transaction", Probe: phantomTransaction},
 	{Name: "read-committed-aborted-at-fetch-limit", Probe: abortedAtFetchLimit},
 	{Name: "epoch-end-undefined-after-leader-change", Probe: epochEndAfterLeaderChange},
+	{Name: "add-partitions-batched-ignored", Probe: addPartitionsBatched},
 	// Last: it leaves kfake's controller unable to create topics.
 	{Name: "create-topics-not-controller-after-restart", Probe: createAfterRestart},
 }
@@ -172,6 +173,59 @@ func abortedAtFetchLimit(t *testing.T, c cluster.Cluster) (bool, string) {
 	answer := fmt.Sprintf("a read_committed Fetch with MaxBytes 1 answered %d bytes of batches (the aborted one first) and %d aborted transaction(s), LSO %d",
 		len(p.RecordBatches), len(p.AbortedTransactions), p.LastStableOffset)
 	return len(p.AbortedTransactions) == 0, answer
+}
+
+// addPartitionsBatched: AddPartitionsToTxn v4 and later carry a batch of transactions, each
+// with its own transactional id (KIP-890's verification; Kafka reserves these versions for
+// brokers and, under an authorizer, asks for CLUSTER_ACTION; there is none here). Kafka adds
+// the partition to the transaction; kfake reads only the fields of v0-3, answers without an
+// error and adds nothing, so a client that sends v5 (@platformatic/kafka 2.12.1 does) then has
+// every transactional Produce refused INVALID_TXN_STATE.
+func addPartitionsBatched(t *testing.T, c cluster.Cluster) (bool, string) {
+	ctx := probeCtx(t)
+	txnID := fmt.Sprintf("fc-dev-addparts-%d", time.Now().UnixNano())
+	topic := txnID
+	CreateTopic(t, c, topic)
+	_, id, epoch := initProducer(t, ctx, c, txnID)
+	raw := Client(t, c, 2)
+	find := kmsg.NewPtrFindCoordinatorRequest()
+	find.CoordinatorType = 1 // transaction
+	find.CoordinatorKeys = []string{txnID}
+	found, err := find.RequestWith(ctx, raw)
+	if err != nil || len(found.Coordinators) != 1 || found.Coordinators[0].ErrorCode != 0 {
+		t.Fatalf("find the coordinator of %s: %v %+v", txnID, err, found)
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch = txnID, id, epoch
+	rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+	rt.Topic, rt.Partitions = topic, []int32{0}
+	tx.Topics = append(tx.Topics, rt)
+	req.Transactions = append(req.Transactions, tx)
+	// Straight to the coordinator: the client's own routing of this request is a client's
+	// (v3 at most); a broker's request is sent as both sides' newest version, v5.
+	resp, err := req.RequestWith(ctx, raw.Broker(int(found.Coordinators[0].NodeID)))
+	if err != nil {
+		t.Fatalf("AddPartitionsToTxn v4+ for %s: %v", txnID, err)
+	}
+	if resp.Version < 4 {
+		t.Skipf("AddPartitionsToTxn went out as v%d: the cluster does not list v4", resp.Version)
+	}
+	var codes []string
+	for _, tr := range resp.Transactions {
+		for _, to := range tr.Topics {
+			for _, p := range to.Partitions {
+				codes = append(codes, errName(p.ErrorCode))
+			}
+		}
+	}
+	state, err := describeTxn(ctx, raw, txnID)
+	if err != nil {
+		t.Fatalf("describe %s: %v", txnID, err)
+	}
+	answer := fmt.Sprintf("AddPartitionsToTxn v%d (one transaction, %s/0) answered %s with partition results %v; DescribeTransactions then says state %s with %d topic(s)",
+		resp.Version, topic, errName(resp.ErrorCode), codes, state.State, len(state.Topics))
+	return len(state.Topics) == 0, answer
 }
 
 func describeTxn(ctx context.Context, cl *kgo.Client, txnID string) (kmsg.DescribeTransactionsResponseTransactionState, error) {

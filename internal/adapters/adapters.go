@@ -37,6 +37,11 @@ var Clients = []Client{
 	{Name: "krabka", Optional: true},
 	// kafka-python (pure Python) caps EndTxn and AddPartitionsToTxn at v3: no KIP-890.
 	{Name: "kafkapython", TransactionVersion: 1},
+	// @platformatic/kafka implements EndTxn up to v4 and Produce up to v11: TV1 on any cluster.
+	// Optional: each adapter boot costs about 1.1 s of CPU (the client compiles its option
+	// schemas at import), which made its tests about twice KafkaJS's in make test
+	// (docs/clients.md, "@platformatic/kafka").
+	{Name: "platformatic", TransactionVersion: 1, Optional: true},
 }
 
 // Speaks returns the transaction version the client's producers run on a cluster that
