@@ -18,6 +18,7 @@ import (
 // its own topics and group, the suite mostly waits on sessions and rebalances, and it waits for
 // events, never for a time (83 s one after another in make test's Kafka lane).
 func TestPipelineConformance(t *testing.T) {
+	t.Parallel() // beside the secured tests: see TestSecuredSASLSSL
 	c := sharedCluster(t)
 	bootstrap := strings.Join(c.Bootstrap(), ",")
 	for _, kind := range pipeline.Kinds {

@@ -90,6 +90,7 @@ func failingChaos(t *testing.T) string {
 // requires the same faults on the same targets, in the same order, none earlier than the
 // original (within the script's rounding).
 func TestExplicitScriptReplaysTheFaults(t *testing.T) {
+	t.Parallel() // beside TestShrinkMutantChaos: see there
 	dir, o := loadFailingChaos(t)
 	if o.Scenario.Nemesis.Random != nil || len(o.Scenario.Nemesis.Script) == 0 {
 		t.Fatalf("the loaded scenario's nemesis is not an explicit script: %+v", o.Scenario.Nemesis)
@@ -161,6 +162,11 @@ func faults(t *testing.T, dir string) []history.Fault {
 // shapes the search reaches (one role, two members) fail about 3 runs in 5 with this mutant;
 // what a time-bounded shrink reaches, idle and loaded, is measured in docs/measurements.md.
 func TestShrinkMutantChaos(t *testing.T) {
+	// Beside it, once the package's other tests are done (parallel tests start after them),
+	// run TestExplicitScriptReplaysTheFaults (one replay, which allows any fault late) and
+	// TestShrinkStaysWithinBudget (a stand-in whose tries only sleep): one more embedded run
+	// beside this shrink's four, instead of 40 s one after another.
+	t.Parallel()
 	dir, o := loadFailingChaos(t)
 	out := t.TempDir()
 	var progress strings.Builder
