@@ -384,6 +384,13 @@ func TestAdapterConformance(t *testing.T) {
 			if testenv.Race && client.Name != "sarama" {
 				t.Skip("under -race only Sarama's adapter: the plain run covers this one, TestConformanceThroughTheProtocol the protocol's race-checked side")
 			}
+			if client.Name == "java" {
+				// A long test: 49 s of make test's light lane, a JVM per transport. The same
+				// suite runs through the Java adapter on Apache Kafka 4.1.2 in make test
+				// (cluster/local's TestAdapterConformance), the client's real target; kfake
+				// through an exec adapter stays covered by the other three adapters here.
+				testenv.Long(t)
+			}
 			// One adapter at a time: a JVM per transport and the suite's timing bounds do not
 			// share two cores with make test's Kafka lane well.
 			argv := testenv.Adapter(t, client.Name)
