@@ -93,7 +93,8 @@ lint:
 ## `go test ./...`, every other test, then the race detector and the fuzz targets; the Kafka
 ## lane spends most of its time waiting on lease timers and broker timeouts, which leaves it the
 ## CPU. Within a package, tests marked parallel run four at a time (-parallel 4): the embedded
-## scenario runs mostly wait on lease timers.
+## scenario runs mostly wait on lease timers, and so do the Kafka tests marked parallel (the
+## freeze-only scenario runs on one shared cluster, two at a time; the pipeline suites).
 KAFKA_PKGS := $(sort $(patsubst %/,%,$(dir $(shell grep -rlx --include='*_test.go' --exclude-dir=node_modules --exclude-dir=.git '//go:build kafka' .))))
 REQUIRE := FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1
 GOTEST := $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT)

@@ -104,12 +104,13 @@ state_file: state.json
 	return &posingCluster{lc: lc, commands: file}
 }
 
-// TestScenariosExternalCommands runs holder-partition, kill-coordinator and isolate-broker
-// (long tests) and pause-broker on a local Kafka cluster posing as external, with broker faults through
-// command templates, and requires them valid with their promises (fault-took-hold included:
-// for isolate-broker, the other brokers dropped the isolated one from their metadata). Then it
-// kills `fencecheck run` with SIGKILL while one broker is isolated, one paused and one killed,
-// and requires `fencecheck heal` to heal all three from the state file the run left.
+// TestScenariosExternalCommands runs holder-partition, and kill-coordinator, pause-broker and
+// isolate-broker (long tests), on a local Kafka cluster posing as external, with broker faults
+// through command templates, and requires them valid with their promises (fault-took-hold
+// included: for isolate-broker, the other brokers dropped the isolated one from their
+// metadata). Then it kills `fencecheck run` with SIGKILL while one broker is isolated, one
+// paused and one killed, and requires `fencecheck heal` to heal all three from the state file
+// the run left: every broker command runs in make test.
 func TestScenariosExternalCommands(t *testing.T) {
 	testenv.NeedKafka(t, "starts a Kafka cluster")
 	pc := startPosing(t)
@@ -120,6 +121,12 @@ func TestScenariosExternalCommands(t *testing.T) {
 			case "kill-coordinator":
 				// 60 s on Kafka; the kill and restart commands are also run by the crash
 				// below, and the scenario itself by TestScenariosLocalKafka.
+				testenv.Long(t)
+			case "pause-broker":
+				// 26 s; the pause and resume commands are also run by the crash below, the
+				// scenario itself on Kafka JVMs by TestScenariosLocalKafka (through three
+				// adapters), and fencecheck's transport against a paused Kafka broker by
+				// nemesis' TestBrokerFaultsLocalKafka.
 				testenv.Long(t)
 			case "isolate-broker":
 				// Kafka itself sometimes makes it invalid: a coordinator cut off from its

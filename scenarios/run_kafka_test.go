@@ -24,14 +24,25 @@ import (
 // per process of the run): each must come out valid, every scripted fault having taken hold.
 func TestScenariosLocalKafka(t *testing.T) {
 	testenv.NeedKafka(t, "starts Kafka clusters")
-	// One cluster for all of them, which saves a cluster start each: holder-partition and
-	// zombie-holder fault only their own links and members (scenarios.SharesCluster), so they
-	// come first; pause-broker stops a broker and resumes it, and kill-coordinator, which
-	// changes the cluster under any later run, comes last. Each client runs zombie-holder and
-	// one broker fault here: the Java adapter kill-coordinator, the third-party clients
-	// pause-broker (24 s against kill-coordinator's 60 s on Kafka); fencecheck's transport
-	// runs kill-coordinator as a long test (TestKillCoordinatorLocalKafka), for CI's time: the
-	// broker kill and restart it drives are in cluster/local's own tests.
+	// One cluster for all of them, which saves a cluster start each. The runs come in three
+	// stages. holder-partition cuts its holder's links, and every run heals every link of the
+	// cluster at its end (nemesis.HealAll sweeps the whole cluster), so it runs alone first.
+	// Then the runs whose only faults are freezes of their own members (in the process, no
+	// link or broker touched) run side by side, two at a time: each has its own topics,
+	// transactional ids and group, named by its start time and seed, so each gets a seed of
+	// its own. They spend most of their time waiting on lease timers, and ran one after the
+	// other for a long time (about 190 s of make test's Kafka lane). Four at a time was too
+	// many: with the machine loaded by other work as well (load average 38 on 2 cores), the
+	// adapters' processes were starved until nobody held r1 for the 2 s a freeze waits for, and
+	// a run through the librdkafka adapter stayed inconclusive on all three tries. Last,
+	// pause-broker stops a broker and resumes it, and kill-coordinator, which changes the
+	// cluster under any later run, comes last, one at a time.
+	//
+	// Each client runs zombie-holder and one broker fault here: the Java adapter
+	// kill-coordinator, the third-party clients pause-broker (24 s against kill-coordinator's
+	// 60 s on Kafka); fencecheck's transport runs kill-coordinator as a long test
+	// (TestKillCoordinatorLocalKafka), for CI's time: the broker kill and restart it drives are
+	// in cluster/local's own tests.
 	//
 	// zombie-holder was a long test for a while, with either transport: under CI's load its
 	// first freeze aimed at a member deposed before its next pause point, or, through the
@@ -46,62 +57,92 @@ func TestScenariosLocalKafka(t *testing.T) {
 	defer cl.Close(ctx)
 	// client: an adapter of adapters/, "" for fencecheck's transport, or a mutant:NAME, whose
 	// run must come out invalid on the guarantee want names.
-	type run struct{ scenario, client, want string }
+	type run struct {
+		scenario, client, want string
+		seed                   uint64
+	}
 	// The pipeline's zombie, with fencecheck's plain member and with a member that sends its
 	// offsets with the group id alone, which the group cannot fence (issue 40).
-	runs := []run{{"holder-partition", "", ""}, {"zombie-holder", "", ""},
-		{"pipeline-zombie", "", ""}, {"pipeline-zombie", "mutant:group-id-only", checker.EOSNoDuplicate}}
-	for _, c := range adapters.Clients {
-		runs = append(runs, run{"zombie-holder", c.Name, ""})
+	together := []run{{"zombie-holder", "", "", 21}, {"pipeline-zombie", "", "", 31},
+		{"pipeline-zombie", "mutant:group-id-only", checker.EOSNoDuplicate, 41}}
+	for i, c := range adapters.Clients {
+		together = append(together, run{"zombie-holder", c.Name, "", 51 + 10*uint64(i)})
 	}
+	var after []run
 	for _, c := range adapters.Clients {
 		if c.Name != "java" {
-			runs = append(runs, run{"pause-broker", c.Name, ""})
+			after = append(after, run{"pause-broker", c.Name, "", 11})
 		}
 	}
-	runs = append(runs, run{"kill-coordinator", "java", ""})
-	for _, run := range runs {
-		name := run.scenario
+	after = append(after, run{"kill-coordinator", "java", "", 11})
+	name := func(r run) string {
 		switch {
-		case strings.HasPrefix(run.client, "mutant:"):
-			name += " with " + run.client
-		case run.client != "":
-			name += " through the " + run.client + " adapter"
+		case strings.HasPrefix(r.client, "mutant:"):
+			return r.scenario + " with " + r.client
+		case r.client != "":
+			return r.scenario + " through the " + r.client + " adapter"
 		}
-		t.Run(name, func(t *testing.T) {
-			tr := run.client
-			if run.client != "" && run.want == "" {
-				tr = adapterTransport(t, run.client)
-			}
-			s, _, err := scenarios.Builtin(run.scenario)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.UseCluster(scenarios.KindLocal)
-			start := func() (*harness.Outcome, error) {
-				return harness.Run(ctx, s, harness.Options{Root: t.TempDir(), Seed: 11, Transport: tr, Cluster: cl})
-			}
-			if run.want != "" {
-				// The mutant shows only when the freeze made a zombie in time, which a loaded
-				// machine may miss on one seed: up to three, as selftest --tries 3.
-				for seed := uint64(11); ; seed++ {
-					out, err := harness.Run(ctx, s, harness.Options{Root: t.TempDir(), Seed: seed, Transport: tr, Cluster: cl})
-					if err != nil {
-						t.Fatal(err)
-					}
-					v := checkVerdict(out.Results, run.want)
-					if v == checker.VerdictInvalid {
-						return
-					}
-					if seed == 13 {
-						t.Fatalf("%s: %s %s on seeds 11 to 13, want invalid; run directory %s", name, run.want, v, out.Dir)
-					}
-					t.Logf("seed %d: %s %s; the next seed", seed, run.want, v)
+		return r.scenario
+	}
+	scenario := func(t *testing.T, r run) *scenarios.Scenario {
+		s, _, err := scenarios.Builtin(r.scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.UseCluster(scenarios.KindLocal)
+		return s
+	}
+	do := func(t *testing.T, r run, s *scenarios.Scenario) {
+		tr := r.client
+		if r.client != "" && r.want == "" {
+			tr = adapterTransport(t, r.client)
+		}
+		start := func() (*harness.Outcome, error) {
+			return harness.Run(ctx, s, harness.Options{Root: t.TempDir(), Seed: r.seed, Transport: tr, Cluster: cl})
+		}
+		if r.want != "" {
+			// The mutant shows only when the freeze made a zombie in time, which a loaded
+			// machine may miss on one seed: up to three, as selftest --tries 3.
+			for seed := r.seed; ; seed++ {
+				out, err := harness.Run(ctx, s, harness.Options{Root: t.TempDir(), Seed: seed, Transport: tr, Cluster: cl})
+				if err != nil {
+					t.Fatal(err)
 				}
+				v := checkVerdict(out.Results, r.want)
+				if v == checker.VerdictInvalid {
+					return
+				}
+				if seed == r.seed+2 {
+					t.Fatalf("%s: %s %s on seeds %d to %d, want invalid; run directory %s", name(r), r.want, v, r.seed, seed, out.Dir)
+				}
+				t.Logf("seed %d: %s %s; the next seed", seed, r.want, v)
 			}
-			out, err := start()
-			mustBeValid(t, name, scenarios.KindLocal, 11, out, err, start)
-		})
+		}
+		out, err := start()
+		mustBeValid(t, name(r), scenarios.KindLocal, r.seed, out, err, start)
+	}
+	alone := run{"holder-partition", "", "", 11}
+	t.Run(name(alone), func(t *testing.T) { do(t, alone, scenario(t, alone)) })
+	t.Run("side by side", func(t *testing.T) {
+		slots := make(chan struct{}, 2)
+		for _, r := range together {
+			t.Run(name(r), func(t *testing.T) {
+				s := scenario(t, r)
+				// Side by side only while nothing a run injects reaches past its own processes.
+				for _, f := range s.Nemesis.Faults() {
+					if f != "freeze" {
+						t.Fatalf("%s injects %s: only freezes of its own members let it run beside other runs on one cluster", r.scenario, f)
+					}
+				}
+				t.Parallel()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				do(t, r, s)
+			})
+		}
+	})
+	for _, r := range after {
+		t.Run(name(r), func(t *testing.T) { do(t, r, scenario(t, r)) })
 	}
 }
 
@@ -116,6 +157,10 @@ func TestScenariosLocalKafka(t *testing.T) {
 // a private key. cluster/containers' own tests run plaintext containers clusters.
 func TestScenariosContainers(t *testing.T) {
 	testenv.NeedDocker(t, "starts Kafka clusters")
+	// Beside TestUnauthorizedMemberNeverHolds, once the package's other Kafka tests are done
+	// (parallel tests start after them): each starts a cluster of its own, and their runs
+	// mostly wait on lease timers.
+	t.Parallel()
 	// The containers backend's broker kill, pause and link cut are tested in its own package;
 	// here one scenario shows a whole run valid on it, and the long tests add a kill.
 	t.Run("holder-partition", func(t *testing.T) {

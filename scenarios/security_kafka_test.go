@@ -155,6 +155,7 @@ func mustLeakNoSecret(t *testing.T, root string, out *harness.Outcome, secrets m
 // hand the roles over among themselves; the run is valid.
 func TestUnauthorizedMemberNeverHolds(t *testing.T) {
 	testenv.NeedKafka(t, "starts a Kafka cluster")
+	t.Parallel() // beside TestScenariosContainers: see there
 	s, _, err := scenarios.Builtin("steady")
 	if err != nil {
 		t.Fatal(err)

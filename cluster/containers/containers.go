@@ -729,10 +729,26 @@ func (p *proc) Stop() error {
 	return err
 }
 
+// Pause freezes the container (docker pause). On cgroup v1 runc's freezer can give up while
+// the cgroup is still FREEZING, a thread not yet stopped: it thaws the cgroup again and docker
+// answers "OCI runtime pause failed: unable to freeze" (runc issue 2753; its fix, PR 2791,
+// makes it rarer, "still a game of chances"). A loaded machine makes it likelier: seen in
+// make test's Kafka lane at load average 30 on 2 cores. The container is left running, so the
+// pause is tried again, a few times.
 func (p *proc) Pause() error {
-	_, err := p.r.cli.ContainerPause(context.Background(), p.id, client.ContainerPauseOptions{})
-	return err
+	var err error
+	for try := 1; ; try++ {
+		_, err = p.r.cli.ContainerPause(context.Background(), p.id, client.ContainerPauseOptions{})
+		if err == nil || !strings.Contains(err.Error(), "unable to freeze") || try == pauseTries {
+			return err
+		}
+		p.r.log.Warn("docker pause did not freeze the container; trying again", "name", p.name, "try", try, "err", err)
+		time.Sleep(time.Duration(try) * 100 * time.Millisecond)
+	}
 }
+
+// pauseTries bounds Pause's tries when the freezer gives up.
+const pauseTries = 5
 
 func (p *proc) Resume() error {
 	_, err := p.r.cli.ContainerUnpause(context.Background(), p.id, client.ContainerUnpauseOptions{})

@@ -38,9 +38,12 @@ func KafkaAPIKey(name string) (int16, bool) {
 // KafkaAPIName is the kmsg name of key, lower case ("endtxn"), as fault specs write it.
 func KafkaAPIName(key int16) string { return apiWord(kmsg.NameForKey(key)) }
 
-func apiWord(s string) string {
-	return strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(s))
-}
+func apiWord(s string) string { return apiWordReplacer.Replace(strings.ToLower(s)) }
+
+// apiWordReplacer is built once: building it on every call (KafkaAPIKey calls apiWord once per
+// API key) took a quarter of the CPU of planning the matrix suite (scenarios/suite's
+// TestSelectRunner plans it 60 times, parsing every scenario's fault specs).
+var apiWordReplacer = strings.NewReplacer("-", "", "_", "")
 
 // KafkaErrorCode returns the code of a Kafka error by its protocol name
 // ("NOT_COORDINATOR", case-insensitive) or by its number.

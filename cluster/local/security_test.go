@@ -81,6 +81,10 @@ func startErr(t *testing.T, c *local.Cluster, sec *transport.ClientSecurity, wan
 // unknown CA and an expired certificate fail Start with a classified error that names the
 // cause and not the secret.
 func TestSecuredSASLSSL(t *testing.T) {
+	// The secured tests and TestPipelineConformance run side by side once the package's other
+	// tests are done (parallel tests start after them): each secured test has a one-broker
+	// cluster of its own, and the pipeline suites only wait on the shared one.
+	t.Parallel()
 	c := securedCluster(t, "sasl-ssl")
 	admin := c.ClientSecurity()
 	if admin.Protocol() != "SASL_SSL" || admin.Password == "" {
@@ -122,6 +126,7 @@ func TestSecuredSASLSSL(t *testing.T) {
 // checks that a certificate the brokers do not trust, or an expired one, fails Start with a
 // classified error naming the rejected certificate.
 func TestSecuredMutualTLS(t *testing.T) {
+	t.Parallel() // see TestSecuredSASLSSL
 	c := securedCluster(t, "tls")
 	admin := c.ClientSecurity()
 	if admin.Protocol() != "SSL" || len(admin.TLS.Certificates) == 0 {

@@ -25,6 +25,7 @@ func TestShrinkPipelineMutant(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a pipeline several times")
 	}
+	t.Parallel() // beside the other shrinks: see TestShrinkMutantChaos
 	s, err := scenarios.Find("pipeline-zombie")
 	if err != nil {
 		t.Fatal(err)

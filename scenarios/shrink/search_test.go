@@ -190,6 +190,7 @@ func (f *timed) run(ctx context.Context, s *scenarios.Scenario, seed uint64) (tr
 // wall-clock time is that the shrink returns within 2 s of its deadline when its tries end at
 // once on being cut off.
 func TestShrinkStaysWithinBudget(t *testing.T) {
+	t.Parallel() // beside the other shrinks: see TestShrinkMutantChaos
 	o := fakeOrigin(t, 1200*time.Millisecond, "at 300ms partition p2 from all for 500ms")
 	const budget = 16 * time.Second
 	began := time.Now()

@@ -90,6 +90,7 @@ func failingChaos(t *testing.T) string {
 // requires the same faults on the same targets, in the same order, none earlier than the
 // original (within the script's rounding).
 func TestExplicitScriptReplaysTheFaults(t *testing.T) {
+	t.Parallel() // beside the other shrinks: see TestShrinkMutantChaos
 	dir, o := loadFailingChaos(t)
 	if o.Scenario.Nemesis.Random != nil || len(o.Scenario.Nemesis.Script) == 0 {
 		t.Fatalf("the loaded scenario's nemesis is not an explicit script: %+v", o.Scenario.Nemesis)
@@ -163,6 +164,11 @@ func faults(t *testing.T, dir string) []history.Fault {
 // shapes the search reaches (one role, two members) fail about 3 runs in 5 with this mutant;
 // what a time-bounded shrink reaches, idle and loaded, is measured in docs/measurements.md.
 func TestShrinkMutantChaos(t *testing.T) {
+	// The package's shrinks and replays run side by side (four at a time, -parallel): their
+	// runs on kfake wait on lease timers nearly all the time (the package took 19 s of CPU in
+	// 319 s run one test after another, measured with /usr/bin/time beside other work), and
+	// TestShrinkStaysWithinBudget's stand-in tries only sleep.
+	t.Parallel()
 	dir, o := loadFailingChaos(t)
 	out := t.TempDir()
 	var progress strings.Builder
@@ -221,6 +227,7 @@ func TestShrinkMutantChaos(t *testing.T) {
 // requires that candidate, smaller than the original, to be written out. The budget only
 // guards against a hang: the interrupt ends the shrink, however fast the machine.
 func TestInterruptKeepsBest(t *testing.T) {
+	t.Parallel() // beside the other shrinks: see TestShrinkMutantChaos
 	_, o := loadFailingChaos(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -282,6 +289,7 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 // writes a result. The search is bounded by candidates, not time, so that a loaded machine
 // still tries as many.
 func TestShrinkKafkaAwareFaults(t *testing.T) {
+	t.Parallel() // beside the other shrinks: see TestShrinkMutantChaos
 	s, err := scenarios.Parse("kafka-chaos.yaml", []byte(kafkaChaos))
 	if err != nil {
 		t.Fatal(err)

@@ -409,9 +409,26 @@ func BenchmarkLeaseWrite(b *testing.B) {
 // clients behind the protocol) on kfake, through one process's links. A client that speaks
 // TV1 whatever the cluster finalized is held to TV1's epochs. cluster/local's test of the same
 // name runs them on Apache Kafka.
+//
+// Under the race detector (make test's light lane runs ./transport/... again with -race) only
+// Sarama's adapter runs it: the detector sees only this test process, whose side of the
+// protocol (lineproto's client, the gateway, the links) is the same code whichever adapter
+// answers, and TestConformanceThroughTheProtocol runs the suite through it under -race too;
+// the adapters themselves are other processes, not instrumented. The plain run, in the same
+// lane, runs every adapter. (Under -race the package took 125 s, most of it these suites.)
 func TestAdapterConformance(t *testing.T) {
 	for _, client := range adapters.Clients {
 		t.Run(client.Name, func(t *testing.T) {
+			if testenv.Race && client.Name != "sarama" {
+				t.Skip("under -race only Sarama's adapter: the plain run covers this one, TestConformanceThroughTheProtocol the protocol's race-checked side")
+			}
+			if client.Name == "java" {
+				// A long test: 49 s of make test's light lane, a JVM per transport. The same
+				// suite runs through the Java adapter on Apache Kafka 4.1.2 in make test
+				// (cluster/local's TestAdapterConformance), the client's real target; kfake
+				// through an exec adapter stays covered by the other three adapters here.
+				testenv.Long(t)
+			}
 			// One adapter at a time: a JVM per transport and the suite's timing bounds do not
 			// share two cores with make test's Kafka lane well.
 			argv := testenv.Adapter(t, client.Name)

@@ -28,10 +28,14 @@ func TestConformanceKfake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close) // after the parallel subtests, which run once this function returns
 	for _, kind := range kinds {
 		for _, protocol := range []string{pipeline.ProtocolClassic, pipeline.ProtocolConsumer} {
 			t.Run(kind+"/"+protocol, func(t *testing.T) {
+				// Side by side: each test of the suite has its own topics and group, and the
+				// suite mostly waits (on session timeouts, on the group's rebalances); it waits
+				// for events, never for a time, so a busier kfake only makes it slower.
+				t.Parallel()
 				pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: kind, Protocol: protocol})
 			})
 		}
