@@ -77,6 +77,8 @@ final class PipelineMember {
   private final ExecutorService closer;
   /** null once the producer failed for good: the member then asks to be restarted. */
   private KafkaProducer<byte[], byte[]> producer;
+  /** The producer's initTransactions, begun at member_start; the first transact waits for it. */
+  private Future<?> ready;
   /** The first offset per partition of the last poll: where to rewind with nothing committed. */
   private final Map<Integer, Long> lastPolled = new HashMap<>();
 
@@ -224,34 +226,32 @@ final class PipelineMember {
       throw new Adapter.CallError("invalid_config", false, "build the producer: " + e, e);
     }
     PipelineMember m = new PipelineMember(input, output, rt, consumer, producer, closer);
-    try {
-      // InitProducerId fences the previous producer of the id (a restarted member's) and ends
-      // its open transaction. A first request on a cold JVM may outlast max.block.ms: a timed
-      // out initTransactions may be called again, and resumes.
+    // InitProducerId fences the previous producer of the id (a restarted member's) and ends its
+    // open transaction. It runs in the background, so that member_start answers as soon as the
+    // clients are built and the member joins the group on its first poll meanwhile (a cold JVM
+    // on a loaded machine took seconds over it, past a scenario's first fault step); the first
+    // transact waits for it. A first request may outlast max.block.ms: a timed-out
+    // initTransactions may be called again, and resumes.
+    m.ready = m.blocking.submit(() -> {
       while (true) {
         try {
-          m.bounded(() -> {
-            producer.initTransactions();
-            return null;
-          }, deadline);
-          break;
-        } catch (ExecutionException e) {
-          if (!(e.getCause() instanceof org.apache.kafka.common.errors.TimeoutException) || remainingMs(deadline) <= 1) {
+          producer.initTransactions();
+          return null;
+        } catch (org.apache.kafka.common.errors.TimeoutException e) {
+          if (remainingMs(deadline) <= 1) {
             throw e;
           }
         }
       }
-      // Subscribing does no I/O: the member joins the group on its first poll. Warm the
-      // consumer's connection and classes with the input's metadata meanwhile.
-      consumer.subscribe(List.of(input));
-      try {
-        consumer.partitionsFor(input, Duration.ofMillis(Math.min(rt, remainingMs(deadline))));
-      } catch (RuntimeException e) {
-        // Only a warm-up: the first poll fetches the metadata again.
-      }
-    } catch (Exception e) {
-      m.close(Duration.ZERO);
-      throw new Adapter.CallError(kindOf(e), false, "initTransactions: " + cause(e), e);
+    });
+    // Subscribing does no I/O: the member joins the group on its first poll. The input's
+    // metadata warms the consumer's classes and connection meanwhile (a cold consumer's first
+    // poll took seconds on a loaded machine); a failure here is only a cold first poll.
+    consumer.subscribe(List.of(input));
+    try {
+      consumer.partitionsFor(input, Duration.ofMillis(Math.min(rt, remainingMs(deadline))));
+    } catch (RuntimeException e) {
+      // The first poll fetches the metadata again.
     }
     return m;
   }
@@ -353,8 +353,28 @@ final class PipelineMember {
       rewind(res, endDeadline);
       return res.toJson();
     }
-    String step = "beginTransaction";
+    String step = "initTransactions";
     try {
+      if (ready != null) {
+        try {
+          ready.get(remaining(txnDeadline), TimeUnit.NANOSECONDS);
+          ready = null;
+        } catch (TimeoutException e) {
+          res.outcome = "fail";
+          res.kind = "client";
+          res.message = "initTransactions: no answer within the call's bound";
+          giveUp(res);
+          return res.toJson();
+        } catch (ExecutionException e) {
+          // No transaction began; the producer cannot be used.
+          res.outcome = "fail";
+          res.kind = kindOf(e);
+          res.message = "initTransactions: " + cause(e);
+          giveUp(res);
+          return res.toJson();
+        }
+      }
+      step = "beginTransaction";
       p.beginTransaction();
       res.token = token(p); // the epoch this transaction runs under (TV2 bumps it per commit)
       step = "send";
