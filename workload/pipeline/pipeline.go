@@ -496,6 +496,7 @@ func (m *member) run(ctx context.Context) {
 		}
 	}()
 	restartAt := m.nextRestart()
+	leaving := false // the member left with Config.Restart; the next one is timed from its start
 	for ctx.Err() == nil {
 		if mb == nil {
 			var err error
@@ -509,10 +510,16 @@ func (m *member) run(ctx context.Context) {
 				sleep(ctx, time.Second)
 				continue
 			}
+			if leaving {
+				// The next member's time in the group runs from its start: an exec adapter's
+				// member boots a runtime first (a JVM took seconds), and one timed from the
+				// last member's leaving was due to leave again before its first poll.
+				leaving, restartAt = false, m.nextRestart()
+			}
 		}
 		if !restartAt.IsZero() && time.Now().After(restartAt) {
 			mb.Close()
-			mb, restartAt = nil, m.nextRestart()
+			mb, leaving = nil, true
 			wl.stats.restarts.Add(1)
 			continue
 		}
