@@ -28,7 +28,7 @@ type Client struct {
 
 // Clients are the adapters in adapters/, in the order the docs list them.
 var Clients = []Client{
-	{Name: "java"},
+	{Name: "java", Pipelines: true},
 	{Name: "librdkafka", TransactionVersion: 1},
 	{Name: "sarama", TransactionVersion: 1},
 	{Name: "kafkajs", TransactionVersion: 1},

@@ -72,3 +72,41 @@ func TestGatewayTakesOnlyNewProducersMints(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberPausesOncePerTransaction: a member's gateway stops it at each pause point once per
+// transaction, as a member in-process pauses. kafka-clients sends its EndTxn again (on a new
+// connection) when the first outlasts its request timeout, as it does while the member is
+// stopped before its commit: that retry must not call Config.Pause a second time. The next
+// transaction pauses again; an EndTxn that aborts never does.
+func TestMemberPausesOncePerTransaction(t *testing.T) {
+	var points []string
+	w := &memberWatch{pause: func(p string) { points = append(points, p) }, topics: map[[16]byte]string{}}
+	endTxn := func(commit bool) []byte {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.SetVersion(4)
+		req.TransactionalID, req.Commit = "g/a", commit
+		return requestFrame(req, 7)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.SetVersion(4)
+	add.TransactionalID, add.Group = "g/a", "g"
+	addFrame := requestFrame(add, 6)
+	for txn := range 2 {
+		w.begin()
+		w.request(keyAddOffsetsToTxn, 4, addFrame)
+		w.request(keyAddOffsetsToTxn, 4, addFrame)
+		w.request(keyEndTxn, 4, endTxn(true))
+		w.request(keyEndTxn, 4, endTxn(true)) // the retry
+		w.end()
+		if want := 2 * (txn + 1); len(points) != want {
+			t.Fatalf("after transaction %d: pauses %q, want each point once per transaction", txn, points)
+		}
+	}
+	w.begin()
+	w.request(keyEndTxn, 4, endTxn(false))
+	w.end()
+	w.request(keyEndTxn, 4, endTxn(true)) // outside a transact call
+	if len(points) != 4 || points[2] != "after-produce" || points[3] != "before-commit" {
+		t.Fatalf("pauses %q: an abort, or a commit outside a transact call, paused", points)
+	}
+}

@@ -484,6 +484,57 @@ func TestPipelineConformanceThroughTheProtocol(t *testing.T) {
 	}
 }
 
+// TestAdapterPipelineConformance runs the pipeline conformance suite on each adapter of
+// adapters/ that serves pipelines (internal/adapters), one adapter process per member, on
+// kfake. An adapter serves one member of its own, as fencecheck's plain member does (pause
+// points before its offsets and its commit, seen on the wire): the suite runs it as that
+// kind, and any other kind is refused. make test runs the classic protocol; the consumer
+// protocol is a long test. cluster/local's test of the same name runs them on Apache Kafka.
+func TestAdapterPipelineConformance(t *testing.T) {
+	for _, client := range adapters.Clients {
+		if !client.Pipelines {
+			continue
+		}
+		t.Run(client.Name, func(t *testing.T) {
+			argv := testenv.Adapter(t, client.Name)
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
+				"group.min.session.timeout.ms":         "500",
+				"group.consumer.session.timeout.ms":    "2000",
+				"group.consumer.heartbeat.interval.ms": "500",
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for _, protocol := range []string{pipeline.ProtocolClassic, pipeline.ProtocolConsumer} {
+				t.Run(protocol, func(t *testing.T) {
+					if protocol != pipeline.ProtocolClassic {
+						testenv.Long(t)
+					}
+					pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: pipeline.KindPlain, Protocol: protocol,
+						New: AdapterMember(argv)})
+				})
+			}
+		})
+	}
+}
+
+// AdapterMember starts a member of an adapter that serves one kind of its own, for the
+// pipeline conformance suite: the suite's kind (pipeline.KindPlain, whose pause points it has)
+// and no other.
+func AdapterMember(argv []string) func(ctx context.Context, kind string, cfg pipeline.Config) (pipeline.Member, error) {
+	return func(ctx context.Context, kind string, cfg pipeline.Config) (pipeline.Member, error) {
+		if kind != pipeline.KindPlain {
+			return nil, fmt.Errorf("%w: kind %q: the adapter serves one member, run as %s", transport.ErrInvalidConfig, kind, pipeline.KindPlain)
+		}
+		m, err := lineproto.StartMember(ctx, argv, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+}
+
 // An adapter that serves leases only is refused as a pipeline member, naming the workload.
 func TestLeaseOnlyAdapterServesNoPipeline(t *testing.T) {
 	self, err := os.Executable()

@@ -336,6 +336,7 @@ type memberWatch struct {
 	mu          sync.Mutex
 	inTxn       bool // a transact call is in flight
 	offsetsSent bool // this transaction's first AddOffsetsToTxn went out
+	commitSent  bool // this transaction's first EndTxn that commits went out
 	memberID    string
 	generation  int32
 	topics      map[[16]byte]string // topic ids, from Metadata answers (OffsetFetch v10 names topics by id)
@@ -343,7 +344,7 @@ type memberWatch struct {
 
 func (w *memberWatch) begin() {
 	w.mu.Lock()
-	w.inTxn, w.offsetsSent = true, false
+	w.inTxn, w.offsetsSent, w.commitSent = true, false, false
 	w.mu.Unlock()
 }
 
@@ -370,10 +371,13 @@ func (w *memberWatch) request(key, version int16, frame []byte) {
 	case !w.inTxn:
 	case key == keyAddOffsetsToTxn && !w.offsetsSent:
 		w.offsetsSent, point = true, pipeline.PointAfterProduce
-	case key == keyEndTxn:
+	case key == keyEndTxn && !w.commitSent:
+		// Once per transaction, as a member in-process pauses: a client that retries its
+		// EndTxn (kafka-clients does, on a new connection, after its request timeout) is
+		// not stopped again; while frozen, its retry stalls on the member's links.
 		req := kmsg.NewPtrEndTxnRequest()
 		if readRequest(frame, version, req) == nil && req.Commit {
-			point = pipeline.PointBeforeCommit
+			w.commitSent, point = true, pipeline.PointBeforeCommit
 		}
 	}
 	w.mu.Unlock()

@@ -100,6 +100,9 @@ type member struct {
 	// offsets (history time; 0 before). Set from the pause point, which an exec member's
 	// gateway calls from its own goroutine.
 	offsetsAt atomic.Int64
+	// started is the member New started before the run's clock, which run takes over (nil
+	// once taken, or when its start failed: run starts one then); Close closes it otherwise.
+	started pipeline.Member
 
 	mu sync.Mutex
 	// polled is, per input partition, the history time of the member's last poll that
@@ -194,7 +197,27 @@ func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer,
 			rng: rand.New(rand.NewPCG(seed, uint64(i+1))), polled: map[int32]int64{}, agg: map[int32]aggregate{},
 		})
 	}
+	wl.startMembers(ctx)
 	return wl, nil
+}
+
+// startMembers starts every member before the run's clock, as the lease workload opens its
+// transports: an exec adapter's member boots a runtime (a JVM took 4 to 15 s under load),
+// which must not eat into a scenario's schedule. A member starts no I/O of its own until its
+// first poll; one that fails to start is started again by its loop, which judges the error.
+func (wl *Workload) startMembers(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, m := range wl.members {
+		wg.Go(func() {
+			mb, err := wl.newMember(ctx, wl.memberConfig(m))
+			if err != nil {
+				wl.log.Debug("start member before the run", "member", m.name, "err", err)
+				return
+			}
+			m.started = mb
+		})
+	}
+	wg.Wait()
 }
 
 // txnID is member i's transactional id; with a transactional id per input partition, the
@@ -465,13 +488,15 @@ func (m *member) fetched(f pipeline.Fetch) {
 // member when the old one cannot go on (or, with Config.Restart, at random).
 func (m *member) run(ctx context.Context) {
 	wl := m.wl
-	var mb pipeline.Member
+	mb := m.started
+	m.started = nil
 	defer func() {
 		if mb != nil {
 			mb.Close()
 		}
 	}()
 	restartAt := m.nextRestart()
+	leaving := false // the member left with Config.Restart; the next one is timed from its start
 	for ctx.Err() == nil {
 		if mb == nil {
 			var err error
@@ -485,10 +510,16 @@ func (m *member) run(ctx context.Context) {
 				sleep(ctx, time.Second)
 				continue
 			}
+			if leaving {
+				// The next member's time in the group runs from its start: an exec adapter's
+				// member boots a runtime first (a JVM took seconds), and one timed from the
+				// last member's leaving was due to leave again before its first poll.
+				leaving, restartAt = false, m.nextRestart()
+			}
 		}
 		if !restartAt.IsZero() && time.Now().After(restartAt) {
 			mb.Close()
-			mb, restartAt = nil, m.nextRestart()
+			mb, leaving = nil, true
 			wl.stats.restarts.Add(1)
 			continue
 		}
@@ -669,6 +700,12 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // Close closes the seeder. The members closed when Run returned.
 func (wl *Workload) Close() {
+	for _, m := range wl.members {
+		if m.started != nil { // Run never took it
+			m.started.Close()
+			m.started = nil
+		}
+	}
 	if wl.seeder != nil {
 		wl.seeder.Close()
 	}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
 	"github.com/fencecheck/fencecheck/internal/units"
+	pipe "github.com/fencecheck/fencecheck/transport/pipeline"
 	"github.com/fencecheck/fencecheck/workload/pipeline"
 )
 
@@ -221,4 +224,136 @@ func containsWord(s, w string) bool {
 		}
 	}
 	return false
+}
+
+// TestMembersStartBeforeTheRun: New starts every member before the run's clock (an exec
+// adapter's member boots a runtime, seconds under load, which must not eat into a scenario's
+// schedule), and the run takes them over rather than starting others; a member New started
+// that no run took is closed by Close.
+func TestMembersStartBeforeTheRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := embedded.New(ctx, embedded.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var started, closed atomic.Int64
+	newMember := func(ctx context.Context, cfg pipe.Config) (pipe.Member, error) {
+		m, err := pipe.New(ctx, pipe.KindPlain, cfg)
+		if err != nil {
+			return nil, err
+		}
+		started.Add(1)
+		return closeCounter{m, &closed}, nil
+	}
+	cfg := pipeline.Config{Member: "plain", Processes: 2, Members: 3, Partitions: 2}
+	for _, runs := range []bool{true, false} {
+		started.Store(0)
+		closed.Store(0)
+		w, err := history.Open(filepath.Join(t.TempDir(), "history.jsonl"), history.WriterOptions{FlushInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wl, err := pipeline.New(ctx, cfg, c, w, pipeline.Options{Seed: 1, Logger: log, NewMember: newMember, Member: "plain"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := started.Load(); n != 3 {
+			t.Fatalf("%d members started when New returned, want all 3", n)
+		}
+		if runs {
+			if err := wl.Run(ctx, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if n := started.Load(); n != 3 {
+				t.Errorf("%d members started after a run without restarts, want the 3 New started", n)
+			}
+		}
+		wl.Close()
+		_ = w.Close()
+		if n := closed.Load(); n != 3 {
+			t.Errorf("run %v: %d members closed, want 3", runs, n)
+		}
+	}
+}
+
+type closeCounter struct {
+	pipe.Member
+	closed *atomic.Int64
+}
+
+func (c closeCounter) Close() {
+	c.closed.Add(1)
+	c.Member.Close()
+}
+
+// TestRestartTimesAMemberFromItsStart: with Config.Restart, a new member's time in the group
+// runs from its start, not from its predecessor's leaving. A member that takes as long to
+// start as its mean time in the group (an exec adapter's JVM under load) still polls before it
+// leaves: timed from the leaving, every member after the first would leave before its first
+// poll.
+func TestRestartTimesAMemberFromItsStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pipeline for 6 s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := embedded.New(ctx, embedded.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var mu sync.Mutex
+	var polls []*atomic.Int64 // per member started, its polls
+	newMember := func(ctx context.Context, cfg pipe.Config) (pipe.Member, error) {
+		time.Sleep(1500 * time.Millisecond) // a slow start, longer than any time in the group
+		m, err := pipe.New(ctx, pipe.KindPlain, cfg)
+		if err != nil {
+			return nil, err
+		}
+		n := &atomic.Int64{}
+		mu.Lock()
+		polls = append(polls, n)
+		mu.Unlock()
+		return pollCounter{m, n}, nil
+	}
+	cfg := pipeline.Config{Member: "plain", Processes: 2, Members: 2, Partitions: 2, Restart: units.Duration(time.Second)}
+	w, err := history.Open(filepath.Join(t.TempDir(), "history.jsonl"), history.WriterOptions{FlushInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	wl, err := pipeline.New(ctx, cfg, c, w, pipeline.Options{Seed: 1, Logger: log, NewMember: newMember, Member: "plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Close()
+	if err := wl.Run(ctx, 6*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	never := 0
+	for _, n := range polls {
+		if n.Load() == 0 {
+			never++
+		}
+	}
+	// The run's end may close a member of each loop before its first poll.
+	if len(polls) <= cfg.Members || never > cfg.Members {
+		t.Errorf("%d members started, %d of them never polled; want members restarted, each polling before it left", len(polls), never)
+	}
+}
+
+type pollCounter struct {
+	pipe.Member
+	n *atomic.Int64
+}
+
+func (p pollCounter) Poll(ctx context.Context) (pipe.Batch, error) {
+	p.n.Add(1)
+	return p.Member.Poll(ctx)
 }

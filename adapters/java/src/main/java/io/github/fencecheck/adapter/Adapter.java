@@ -70,6 +70,7 @@ public final class Adapter {
   private final PrintStream out;
   private final ExecutorService calls = Executors.newCachedThreadPool(daemon("call"));
   private final ExecutorService closer = Executors.newCachedThreadPool(daemon("close"));
+  private final ExecutorService memberThread = Executors.newSingleThreadExecutor(daemon("member"));
   private final Phaser inFlight = new Phaser(1);
   private final Map<String, RoleState> roles = new ConcurrentHashMap<>();
   private final ConcurrentLinkedQueue<KafkaConsumer<byte[], byte[]>> idleReaders =
@@ -83,6 +84,7 @@ public final class Adapter {
   private long leaseMs;
   private Admin admin;
   private KafkaProducer<byte[], byte[]> plain; // registrations: idempotent, outside transactions
+  private volatile PipelineMember member; // a pipeline member's adapter: its one member
 
   /** This process's view of one role: at most one holding, calls serialized. */
   private static final class RoleState {
@@ -94,7 +96,7 @@ public final class Adapter {
   private record Holding(long producerId, short epoch, KafkaProducer<byte[], byte[]> producer) {}
 
   /** A failed call: the seed's error kind and whether it may have taken effect. */
-  private static final class CallError extends Exception {
+  static final class CallError extends Exception {
     private static final long serialVersionUID = 1L;
     final String kind;
     final boolean unknown;
@@ -133,7 +135,10 @@ public final class Adapter {
         }
         default -> {
           inFlight.register();
-          calls.execute(() -> {
+          // A pipeline member's calls come one at a time; its consumer is not thread-safe, so
+          // they all run on one thread.
+          boolean pipe = op.equals("member_start") || op.equals("poll") || op.equals("transact");
+          (pipe ? memberThread : calls).execute(() -> {
             try {
               answer(req, () -> handle(req));
             } finally {
@@ -154,7 +159,9 @@ public final class Adapter {
     ObjectNode resp;
     try {
       resp = call.run();
-      resp.put("outcome", "ok");
+      if (!resp.has("outcome")) { // a transact answer carries its own
+        resp.put("outcome", "ok");
+      }
     } catch (CallError e) {
       resp = failure(e.kind, e.unknown, e.getMessage());
     } catch (Throwable t) {
@@ -183,10 +190,13 @@ public final class Adapter {
       case "hello":
         ok.put("version", VERSION);
         ok.put("name", "kafka-clients " + org.apache.kafka.common.utils.AppInfoParser.getVersion() + " (java adapter)");
+        ok.putArray("workloads").add("leases").add("pipelines");
         return ok;
       case "start":
         ok.put("transaction_version", start(req.path("config")));
         return ok;
+      case "member_start", "poll", "transact":
+        return member(op, req);
       default:
     }
     if (config == null) {
@@ -225,6 +235,40 @@ public final class Adapter {
       default -> throw new CallError("invalid_config", false, "unknown op " + op, null);
     }
     return ok;
+  }
+
+  // ---- pipelines ----
+
+  /** The pipeline calls (docs/exec-protocol.md, "Pipelines"), on the member's one thread. */
+  private ObjectNode member(String op, JsonNode req) throws CallError {
+    if (closed) {
+      throw new CallError("closed", false, "transport closed", null);
+    }
+    PipelineMember m = member;
+    switch (op) {
+      case "member_start" -> {
+        if (m != null || config != null) {
+          throw new CallError("invalid_config", false, "member_start: a second one, or after start", null);
+        }
+        if (!req.path("pipeline").isObject()) {
+          throw new CallError("invalid_config", false, "member_start without pipeline config", null);
+        }
+        member = PipelineMember.start(req.path("pipeline"), closer);
+        return JSON.createObjectNode();
+      }
+      case "poll" -> {
+        if (m == null) {
+          throw new CallError("invalid_config", false, "poll before member_start", null);
+        }
+        return m.poll(req.path("wait_ms").asLong());
+      }
+      default -> {
+        if (m == null) {
+          throw new CallError("invalid_config", false, "transact before member_start", null);
+        }
+        return m.transact(req);
+      }
+    }
   }
 
   private static void putToken(ObjectNode resp, Holding h) {
@@ -409,6 +453,12 @@ public final class Adapter {
     }
 
     static Holding token(KafkaProducer<byte[], byte[]> producer) throws ReflectiveOperationException {
+      long[] pe = pair(producer);
+      return new Holding(pe[0], (short) pe[1], producer);
+    }
+
+    /** The producer id and epoch the producer's TransactionManager holds now. */
+    static long[] pair(KafkaProducer<byte[], byte[]> producer) throws ReflectiveOperationException {
       if (BROKEN != null) {
         throw BROKEN;
       }
@@ -417,7 +467,7 @@ public final class Adapter {
       if (pe == null || !pe.isValid()) {
         throw new IllegalStateException("no valid producer id after initTransactions: " + pe);
       }
-      return new Holding(pe.producerId, pe.epoch, producer);
+      return new long[] {pe.producerId, pe.epoch};
     }
   }
 
@@ -602,6 +652,12 @@ public final class Adapter {
 
   private void shutdown() {
     closed = true;
+    PipelineMember m = member;
+    member = null;
+    if (m != null) {
+      // The consumer leaves the group; both within the harness's wait for close.
+      m.close(Duration.ofMillis(Math.max(1, m.requestTimeoutMs() / 3)));
+    }
     for (RoleState rs : roles.values()) {
       Holding h = rs.held;
       rs.held = null;
