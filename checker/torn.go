@@ -105,6 +105,14 @@ func indexes(is []int) string {
 	return strings.Join(parts, ", ")
 }
 
+// records renders record indexes as "record 0" or "records 0, 2".
+func records(is []int) string {
+	if len(is) == 1 {
+		return "record " + indexes(is)
+	}
+	return "records " + indexes(is)
+}
+
 // checkNoTornTxn: no committed read shows part of a transaction. It is not covered when no
 // write carried several records.
 func (c *run) checkNoTornTxn() {
@@ -165,17 +173,17 @@ func (c *run) checkNoTornTxn() {
 			}
 			r.Anomalies = append(r.Anomalies, Anomaly{
 				Guarantee: NoTornTxn, Role: op.Role, Log: id.String(), Ops: x.opIDs(w, l.final), Offsets: offsets,
-				Explanation: fmt.Sprintf("The final log of %s (final read op %d) holds records %s of %s, not %s: a transaction's records are committed all or none.",
-					id, finalOp.ID, indexes(have), describeWrite(&op, w), indexes(missing)),
+				Explanation: fmt.Sprintf("The final log of %s (final read op %d) holds %s of %s, not %s: a transaction's records are committed all or none.",
+					id, finalOp.ID, records(have), describeWrite(&op, w), indexes(missing)),
 			})
 		}
 		settled := x.lastSettled(l)
 		for i, rd := range l.reads {
+			reads++
 			last := slices.Contains(settled, rd)
 			if l.mismatch[i] < 0 && !last {
 				continue // a prefix of the final log skips nothing below where it stops
 			}
-			reads++
 			op := x.op(rd)
 			recs := op.Result.Records
 			if len(recs) == 0 {
@@ -233,11 +241,11 @@ func (c *run) checkNoTornTxn() {
 				wop := x.op(w)
 				var why string
 				if last {
-					why = fmt.Sprintf("%s op %d of %s by %s, invoked after the final read (op %d) returned, shows records %s of %s, not %s: a settled read shows a transaction whole or not at all.",
-						op.Kind, op.ID, id, op.Process, finalOp.ID, indexes(have), describeWrite(&wop, w), indexes(skippedIdx))
+					why = fmt.Sprintf("%s op %d of %s by %s, invoked after the final read (op %d) returned, shows %s of %s, not %s: a settled read shows a transaction whole or not at all.",
+						op.Kind, op.ID, id, op.Process, finalOp.ID, records(have), describeWrite(&wop, w), indexes(skippedIdx))
 				} else {
-					why = fmt.Sprintf("%s op %d of %s returned records %s of %s and records up to offset %d, but not %s below that: a committed read shows all of a transaction's records below where it stops, or none.",
-						op.Kind, op.ID, id, indexes(have), describeWrite(&wop, w), end, indexes(skippedIdx))
+					why = fmt.Sprintf("%s op %d of %s returned %s of %s and records up to offset %d, but not %s below that: a committed read shows all of a transaction's records below where it stops, or none.",
+						op.Kind, op.ID, id, records(have), describeWrite(&wop, w), end, indexes(skippedIdx))
 				}
 				r.Anomalies = append(r.Anomalies, Anomaly{
 					Guarantee: NoTornTxn, Role: wop.Role, Log: id.String(), Ops: x.opIDs(w, rd), Offsets: offsets, Explanation: why,
