@@ -27,10 +27,10 @@ func TestSelftestThroughTheExecProtocol(t *testing.T) {
 		logRunsNotValid(t, root)
 		t.Fatalf("selftest exit %d:\n%s", code, out)
 	}
-	if n := strings.Count(string(out), "PASS  "+tr); n != 2 {
-		t.Errorf("%d passing runs of %s, want 2 (steady, zombie-reads):\n%s", n, tr, out)
+	if n := strings.Count(string(out), "PASS  "+tr); n != 3 {
+		t.Errorf("%d passing runs of %s, want 3 (steady, zombie-reads, split-work):\n%s", n, tr, out)
 	}
-	if strings.Contains(string(out), "mutant:") || !strings.Contains(string(out), "selftest passed: the "+tr+" transport valid in 2 scenario(s)") {
+	if strings.Contains(string(out), "mutant:") || !strings.Contains(string(out), "selftest passed: the "+tr+" transport valid in 3 scenario(s)") {
 		t.Errorf("selftest output is not the exec transport's alone:\n%s", out)
 	}
 }
