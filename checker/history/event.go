@@ -399,7 +399,10 @@ const (
 //   - fault-end: Fault, Time, TookHold.
 type Event struct {
 	Type EventType
-	Time int64 // nanoseconds since the run started (monotonic)
+	// TookHold (fault-end) sits beside Type, in the room Type leaves before Time: an Event
+	// stays 344 bytes with Args.Records (a history's reader holds thousands of them).
+	TookHold bool
+	Time     int64 // nanoseconds since the run started (monotonic)
 
 	ID      int64 // operation id, unique in the run
 	Client  int   // porcupine client id; retired after an info completion
@@ -412,12 +415,11 @@ type Event struct {
 	Error   string
 	Message string
 
-	Fault    int64  // fault window id, unique in the run
-	Step     int    // the scripted step (1-based, in Meta.Script) the window carries out; 0: none
-	Spec     string // the fault as injected, its targets resolved (Fault.Spec)
-	Targets  []string
-	Desc     string
-	TookHold bool
+	Fault   int64  // fault window id, unique in the run
+	Step    int    // the scripted step (1-based, in Meta.Script) the window carries out; 0: none
+	Spec    string // the fault as injected, its targets resolved (Fault.Spec)
+	Targets []string
+	Desc    string
 
 	Format int
 	Meta   *Meta
