@@ -59,7 +59,9 @@ func TestValidate(t *testing.T) {
 		{"load.work_payload", func(c *workload.Config) { c.Load.WorkPayload = -1 }},
 		{"load.work_records", func(c *workload.Config) { c.Load.WorkRecords = workload.RecordCount{Min: -1, Max: 2} }},
 		{"load.work_records", func(c *workload.Config) { c.Load.WorkRecords = workload.RecordCount{Min: 4, Max: 2} }},
-		{"load.work_records", func(c *workload.Config) { c.Load.WorkRecords = workload.RecordCount{Min: 2, Max: workload.MaxWorkRecords + 1} }},
+		{"load.work_records", func(c *workload.Config) {
+			c.Load.WorkRecords = workload.RecordCount{Min: 2, Max: workload.MaxWorkRecords + 1}
+		}},
 		{"load.backoff_min", func(c *workload.Config) { c.Load.BackoffMin = 0 }},
 		{"load.backoff_max", func(c *workload.Config) { c.Load.BackoffMax = c.Load.BackoffMin / 2 }},
 		{"load.jitter", func(c *workload.Config) { c.Load.Jitter = 1 }},
