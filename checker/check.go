@@ -100,6 +100,7 @@ func Check(ctx context.Context, h *history.History, opts Options) (*Results, err
 		{ReadPrefix, c.checkReadPrefix},
 		{ReadPrefix, func() { c.checkSettledReads(c.result(ReadPrefix)) }},
 		{ReadMonotonic, c.checkReadMonotonic},
+		{NoTornTxn, c.checkNoTornTxn},
 	}
 	for _, l := range linear {
 		c.safely(c.result(l.name), l.check)

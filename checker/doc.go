@@ -1,4 +1,4 @@
-// Package checker judges a fencecheck history against docs/checker.md: the nine named guarantees,
+// Package checker judges a fencecheck history against docs/checker.md: the ten named guarantees,
 // spurious fences, coverage, and split-brain exposure. It reads a history (package history) and
 // nothing else, so a stored run can be re-checked anywhere, offline.
 //

@@ -46,6 +46,14 @@ type index struct {
 	seenOff []int64
 	inFinal []int32
 
+	// Writes of several records (Args.Records above 1): their record count, and per write
+	// which of its records the final log of its log holds (see notePart); nil in a history
+	// of single-record writes, which then pays nothing for them.
+	multi map[int32]uint16
+	parts map[int32]*txnParts
+	// misfits are the records of final logs whose index or count does not fit their write.
+	misfits []misfit
+
 	foreign   []foreignRecord // records found in a log other than their write's
 	orphans   map[history.LogID]int
 	malformed []Anomaly // well-formed violations
@@ -429,6 +437,12 @@ func (x *index) fileWrite(op *history.Op, i, r int32) {
 		x.malform(op, "writes under no token")
 	}
 	x.writes[op.Args.WriteID] = i
+	if op.Args.Records > 1 {
+		if x.multi == nil {
+			x.multi = map[int32]uint16{}
+		}
+		x.multi[i] = uint16(min(op.Args.Records, history.MaxRecords))
+	}
 	l := x.logOf(op, r)
 	l.writes = append(l.writes, i)
 	x.opLog[i] = l.num
@@ -543,6 +557,9 @@ func (x *index) analyzeLog(l *logInfo) {
 			continue
 		}
 		x.inFinal[w]++
+		if x.multi != nil || rec.Count != 0 {
+			x.notePart(l, p, w, rec)
+		}
 	}
 
 	// Reads that are prefixes, by completion time; the others record by record.

@@ -180,6 +180,23 @@ func (c *run) checkNoLostWrite() {
 		for _, w := range l.writes {
 			typ, n := x.outcome[w], x.inFinal[w]
 			checked++
+			if x.multi != nil && x.multi[w] > 1 {
+				// A write of several records: n counts its records, so judge them record by
+				// record. One missing from a write that has others there is a torn
+				// transaction (no-torn-txn's); one there twice is a duplicate, as above.
+				if t := x.parts[w]; t != nil {
+					if t.dup > 0 && typ != history.TypeFail {
+						op := x.op(w)
+						r.Anomalies = append(r.Anomalies, Anomaly{
+							Guarantee: NoLostWrite, Role: op.Role, Log: id.String(), Ops: x.opIDs(w, l.final),
+							Explanation: fmt.Sprintf("Write %q (%s op %d, %d records) has %d records in the final log of %s (final read op %d) that repeat one of its records.",
+								op.Args.WriteID, op.Kind, op.ID, x.multi[w], t.dup, id, final.ID),
+						})
+					}
+					continue
+				}
+				n = 0 // none of its records, or only misfits (no-torn-txn's)
+			}
 			// The operation is read only for an anomaly: reading every write's would cost a
 			// cache miss each.
 			anomaly := func(op *history.Op, format string, args ...any) {

@@ -21,6 +21,7 @@ const (
 	RegistrationOrder  = "registration-order"
 	ReadPrefix         = "read-prefix"
 	ReadMonotonic      = "read-monotonic"
+	NoTornTxn          = "no-torn-txn"
 	// SpuriousFence is a fence of the current holder that nothing explains: a liveness bug,
 	// not a safety one, so it is advisory by default (see Options.Advisory).
 	SpuriousFence = "spurious-fence"
@@ -29,10 +30,10 @@ const (
 	WellFormed = "well-formed"
 )
 
-// Guarantees lists the nine named guarantees in the order of docs/checker.md ("The guarantees").
+// Guarantees lists the ten named guarantees in the order of docs/checker.md ("The guarantees").
 var Guarantees = []string{
 	TokenMonotonic, FencedStaleWrite, DescribeConsistent, LogTokenOrder, NoLostWrite,
-	NoZombieCommit, RegistrationOrder, ReadPrefix, ReadMonotonic,
+	NoZombieCommit, RegistrationOrder, ReadPrefix, ReadMonotonic, NoTornTxn,
 }
 
 // meanings are the guarantees' one-line meanings, shortened from docs/checker.md.
@@ -46,6 +47,7 @@ var meanings = map[string]string{
 	RegistrationOrder:  "each acknowledged registration is in its role's log once, at its offset, in real-time order",
 	ReadPrefix:         "every read returns a prefix of the final log; a settled read the whole of it",
 	ReadMonotonic:      "one process's successive reads of a log never shrink",
+	NoTornTxn:          "no committed read shows some but not all of a transaction's records",
 	SpuriousFence:      "no current holder is fenced without a newer acquire, an unknown outcome or a long-open transaction to explain it (liveness, advisory)",
 	WellFormed:         "the recording itself is well formed (unique write ids, writes under a token, ...)",
 }
@@ -64,6 +66,7 @@ var (
 	ErrRegistrationOrder  = errors.New(RegistrationOrder)
 	ErrReadPrefix         = errors.New(ReadPrefix)
 	ErrReadMonotonic      = errors.New(ReadMonotonic)
+	ErrNoTornTxn          = errors.New(NoTornTxn)
 	ErrSpuriousFence      = errors.New(SpuriousFence)
 	ErrWellFormed         = errors.New(WellFormed)
 )
@@ -73,7 +76,7 @@ var sentinels = map[string]error{
 	DescribeConsistent: ErrDescribeConsistent, LogTokenOrder: ErrLogTokenOrder,
 	NoLostWrite: ErrNoLostWrite, NoZombieCommit: ErrNoZombieCommit,
 	RegistrationOrder: ErrRegistrationOrder, ReadPrefix: ErrReadPrefix,
-	ReadMonotonic: ErrReadMonotonic, SpuriousFence: ErrSpuriousFence, WellFormed: ErrWellFormed,
+	ReadMonotonic: ErrReadMonotonic, NoTornTxn: ErrNoTornTxn, SpuriousFence: ErrSpuriousFence, WellFormed: ErrWellFormed,
 }
 
 // Result is the judgement of one check (docs/extending.md, "A check") or of one coverage

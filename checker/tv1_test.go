@@ -39,8 +39,11 @@ func TestTV1AbortBumpRealHistories(t *testing.T) {
 				}
 				for _, c := range res.Checks {
 					want := checker.VerdictValid
-					if c.Name == checker.SpuriousFence && tv != 1 {
+					switch {
+					case c.Name == checker.SpuriousFence && tv != 1:
 						want = checker.VerdictInvalid
+					case c.Name == checker.NoTornTxn:
+						want = checker.VerdictNotCovered // recorded before writes of several records
 					}
 					if c.Verdict != want {
 						t.Errorf("as TV%d: %s is %s, want %s: %s", tv, c.Name, c.Verdict, want, describe(c))

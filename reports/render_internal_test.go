@@ -166,3 +166,22 @@ func TestPipelineView(t *testing.T) {
 		t.Error("a pipeline report shows the lease run's exposure")
 	}
 }
+
+// TestWriteOfSeveralRecordsIsNamedSo: an anomaly's operation and records say how many records
+// a write carried and which of them a record is; a one-record write's read as before.
+func TestWriteOfSeveralRecordsIsNamedSo(t *testing.T) {
+	op := history.Op{ID: 17, Kind: history.KindWork, Args: history.Args{WriteID: "w17", Records: 3}}
+	if got := opView(&op).WriteID; got != "w17 (3 records)" {
+		t.Errorf("op: %q", got)
+	}
+	op.Args.Records = 0
+	if got := opView(&op).WriteID; got != "w17" {
+		t.Errorf("one-record op: %q", got)
+	}
+	if got := recordWriteID(&history.Record{WriteID: "w17", Index: 1, Count: 3}); got != "w17, record 1 of 3" {
+		t.Errorf("record: %q", got)
+	}
+	if got := recordWriteID(&history.Record{WriteID: "w18"}); got != "w18" {
+		t.Errorf("one-record record: %q", got)
+	}
+}

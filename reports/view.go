@@ -342,10 +342,19 @@ func anomaly(a checker.Anomaly, ops map[int64]*history.Op, finals map[string][]*
 		for _, off := range a.Offsets {
 			r, ok := recs[off]
 			v.Offsets = append(v.Offsets, recordRow{Offset: off, Kind: r.Kind.String(), Member: r.Member,
-				Token: tokenString(r.Token, r.Kind), WriteID: r.WriteID, Found: ok})
+				Token: tokenString(r.Token, r.Kind), WriteID: recordWriteID(&r), Found: ok})
 		}
 	}
 	return v
+}
+
+// recordWriteID is a record's write id, with which of its write's records it is when the
+// write carried several ("w17, record 1 of 3").
+func recordWriteID(r *history.Record) string {
+	if r.Count > 1 {
+		return fmt.Sprintf("%s, record %d of %d", r.WriteID, r.Index, r.Count)
+	}
+	return r.WriteID
 }
 
 func tokenString(t history.Token, k history.RecordKind) string {
@@ -370,6 +379,9 @@ func finalRecords(finals []*history.Op) map[int64]history.Record {
 func opView(op *history.Op) opRow {
 	r := opRow{ID: op.ID, Process: op.Process, Member: op.Member, Role: op.Role, Kind: string(op.Kind),
 		Invoke: fmtTime(op.Invoke), Return: fmtTime(op.Return), Error: op.Error, WriteID: op.Args.WriteID, Message: op.Message}
+	if op.Args.Records > 1 {
+		r.WriteID = fmt.Sprintf("%s (%d records)", op.Args.WriteID, op.Args.Records)
+	}
 	switch {
 	case op.Pending:
 		r.Outcome, r.OutcomeClass = "pending", "warn"

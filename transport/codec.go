@@ -16,15 +16,26 @@ import (
 //	  kind 1, registration: member
 //	  kind 2, lease:        token holder seq duration-ns written-at-unix-ns
 //	  kind 3, work:         token member write-id payload
+//	  kind 4, work part:    token member write-id index count payload
 //	token  = producer-id (zigzag varint) epoch (zigzag varint)
 //	string = length (uvarint) bytes; integers are varints (zigzag for signed)
+//
+// Kind 4 is a record of a work write of several records, all in one transaction: index (from
+// 0) and count (2 to MaxWorkRecords) say which of its write's records it is, so a reader can
+// tell whether it saw all of them. It decodes as a work value (KindWork) with Index and Count
+// set; a work write of one record is still kind 3, byte for byte as before.
 //
 // Decoding is strict: a short field, a non-minimal varint, an oversized length or trailing
 // bytes are errors, so every value has exactly one encoding.
 const (
 	recordMagic   = 0xFC
 	recordVersion = 1
+	// wireWorkPart is the kind byte of a work record of a write of several records.
+	wireWorkPart = 4
 )
+
+// MaxWorkRecords is the most records one work write may carry (a record's count).
+const MaxWorkRecords = 1000
 
 // ValueKind says what a record value holds.
 type ValueKind byte
@@ -50,7 +61,7 @@ func (k ValueKind) String() string {
 
 // Value is a decoded record value. Which fields are meaningful depends on Kind:
 // registration: Member; lease: Token, Lease (Member = Lease.Holder); work: Token, Member,
-// WriteID, Payload.
+// WriteID, Payload, and Index and Count for a write of several records.
 type Value struct {
 	Kind    ValueKind
 	Member  MemberID
@@ -58,6 +69,9 @@ type Value struct {
 	Lease   Lease
 	WriteID uint64
 	Payload []byte
+	// Count is the number of records of the work write this record is one of, Index its
+	// place among them (from 0). A Count of 0 or 1 is a write of one record (Index 0).
+	Index, Count int
 }
 
 // EncodeKey returns the record key of role.
@@ -76,9 +90,14 @@ func DecodeKey(b []byte) (Role, error) {
 	return Role(b[2:]), nil
 }
 
-// AppendValue appends the encoding of v to dst.
+// AppendValue appends the encoding of v to dst. A work value of several records (Count above
+// 1) needs an Index below its Count and a Count of at most MaxWorkRecords to decode.
 func AppendValue(dst []byte, v Value) []byte {
-	dst = append(dst, recordMagic, recordVersion, byte(v.Kind))
+	kind := byte(v.Kind)
+	if v.Kind == KindWork && v.Count > 1 {
+		kind = wireWorkPart
+	}
+	dst = append(dst, recordMagic, recordVersion, kind)
 	switch v.Kind {
 	case KindRegistration:
 		dst = appendString(dst, string(v.Member))
@@ -92,6 +111,10 @@ func AppendValue(dst []byte, v Value) []byte {
 		dst = appendToken(dst, v.Token)
 		dst = appendString(dst, string(v.Member))
 		dst = binary.AppendUvarint(dst, v.WriteID)
+		if kind == wireWorkPart {
+			dst = binary.AppendUvarint(dst, uint64(v.Index))
+			dst = binary.AppendUvarint(dst, uint64(v.Count))
+		}
 		dst = appendString(dst, string(v.Payload))
 	}
 	return dst
@@ -117,10 +140,18 @@ func DecodeValue(b []byte) (Value, error) {
 		v.Lease.Seq = d.uvarint()
 		v.Lease.Duration = time.Duration(d.varint())
 		v.Lease.WrittenAt = time.Unix(0, d.varint())
-	case KindWork:
+	case KindWork, wireWorkPart:
+		v.Kind = KindWork
 		v.Token = d.token()
 		v.Member = MemberID(d.string())
 		v.WriteID = d.uvarint()
+		if b[2] == wireWorkPart {
+			index, count := d.uvarint(), d.uvarint()
+			if d.err == nil && (count < 2 || count > MaxWorkRecords || index >= count) {
+				d.err = fmt.Errorf("record %d of %d: want a count of 2 to %d and an index below it", index, count, MaxWorkRecords)
+			}
+			v.Index, v.Count = int(index), int(count)
+		}
 		v.Payload = []byte(d.string())
 	default:
 		return Value{}, fmt.Errorf("value: unknown kind %d", b[2])

@@ -9,6 +9,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/internal/units"
+	"github.com/fencecheck/fencecheck/transport"
 )
 
 // ErrConfig marks a Config that Validate rejects. The error names the field.
@@ -80,6 +81,10 @@ type Load struct {
 	WorkRate float64 `json:"work_rate" yaml:"work_rate"`
 	// WorkPayload is the payload size of a work record, in bytes.
 	WorkPayload int `json:"work_payload" yaml:"work_payload"`
+	// WorkRecords is how many records each work write carries, all in its one transaction:
+	// a number, or a range drawn per write from the member's seeded stream. Zero means one,
+	// as before the field existed.
+	WorkRecords RecordCount `json:"work_records,omitzero" yaml:"work_records,omitempty"`
 	// BackoffMin and BackoffMax bound the backoff after a lost holding or a failed acquire:
 	// attempt n waits uniformly in [BackoffMin, min(BackoffMax, BackoffMin*2^n)] (jitter, so
 	// fenced members do not come back in step).
@@ -100,6 +105,9 @@ type Mix struct {
 	Describe int `json:"describe" yaml:"describe"`
 	ReadWork int `json:"read_work" yaml:"read_work"`
 }
+
+// MaxWorkRecords is the most records a work write may carry (load.work_records).
+const MaxWorkRecords = transport.MaxWorkRecords
 
 // Default topic names.
 const (
@@ -206,6 +214,8 @@ func (c Config) Validate() error {
 		return bad("load.work_rate", "must not be negative, got %v", l.WorkRate)
 	case l.WorkPayload < 0:
 		return bad("load.work_payload", "must not be negative, got %d", l.WorkPayload)
+	case !l.WorkRecords.IsZero() && (l.WorkRecords.Min < 1 || l.WorkRecords.Max < l.WorkRecords.Min || l.WorkRecords.Max > MaxWorkRecords):
+		return bad("load.work_records", "must be a number or a range MIN-MAX within 1 to %d, got %s", MaxWorkRecords, l.WorkRecords)
 	case l.BackoffMin <= 0:
 		return bad("load.backoff_min", "must be positive, got %v", l.BackoffMin)
 	case l.BackoffMax < l.BackoffMin:

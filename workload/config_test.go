@@ -57,6 +57,11 @@ func TestValidate(t *testing.T) {
 		{"load.contend", func(c *workload.Config) { c.Load.Contend = -1 }},
 		{"load.work_rate", func(c *workload.Config) { c.Load.WorkRate = -1 }},
 		{"load.work_payload", func(c *workload.Config) { c.Load.WorkPayload = -1 }},
+		{"load.work_records", func(c *workload.Config) { c.Load.WorkRecords = workload.RecordCount{Min: -1, Max: 2} }},
+		{"load.work_records", func(c *workload.Config) { c.Load.WorkRecords = workload.RecordCount{Min: 4, Max: 2} }},
+		{"load.work_records", func(c *workload.Config) {
+			c.Load.WorkRecords = workload.RecordCount{Min: 2, Max: workload.MaxWorkRecords + 1}
+		}},
 		{"load.backoff_min", func(c *workload.Config) { c.Load.BackoffMin = 0 }},
 		{"load.backoff_max", func(c *workload.Config) { c.Load.BackoffMax = c.Load.BackoffMin / 2 }},
 		{"load.jitter", func(c *workload.Config) { c.Load.Jitter = 1 }},
@@ -107,6 +112,33 @@ func TestConfigJSON(t *testing.T) {
 		}
 		if cfg.Roles != 4 || cfg.Lease.D() != 1500*time.Millisecond || cfg.Load.Contend.D() != 3*time.Second || cfg.Load.Look.D() != 2*time.Second {
 			t.Fatalf("overlay: %+v", cfg)
+		}
+	})
+	t.Run("work records - left out at one, a number or a range otherwise", func(t *testing.T) {
+		cfg := preset(t, workload.PresetLow)
+		b, err := json.Marshal(cfg)
+		if err != nil || strings.Contains(string(b), "work_records") {
+			t.Fatalf("one record: %s (%v), want no work_records", b, err)
+		}
+		for in, want := range map[string]workload.RecordCount{`3`: {3, 3}, `"3"`: {3, 3}, `"2-6"`: {2, 6}, `" 2 - 6 "`: {2, 6}} {
+			var c workload.Config
+			if err := json.Unmarshal([]byte(`{"load":{"work_records":`+in+`}}`), &c); err != nil || c.Load.WorkRecords != want {
+				t.Fatalf("%s: %+v, %v; want %+v", in, c.Load.WorkRecords, err, want)
+			}
+			b, err := json.Marshal(c.Load.WorkRecords)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back workload.RecordCount
+			if err := json.Unmarshal(b, &back); err != nil || back != want {
+				t.Fatalf("%s: written %s, read back %+v (%v)", in, b, back, err)
+			}
+		}
+		for _, in := range []string{`"many"`, `"2-"`, `[2]`, `"2-6-8"`} {
+			var c workload.Config
+			if err := json.Unmarshal([]byte(`{"load":{"work_records":`+in+`}}`), &c); err == nil {
+				t.Errorf("%s: read as %+v, want an error", in, c.Load.WorkRecords)
+			}
 		}
 	})
 	t.Run("a bad duration - error", func(t *testing.T) {

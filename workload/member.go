@@ -138,7 +138,7 @@ func (m *member) hold(ctx context.Context, tok transport.FencingToken) (renewed 
 			if m.checkpoint(BeforeWork) {
 				return renewed
 			}
-			if err := m.cl.Work(ctx, m.role, tok, m.w.workTopic, m.workP, m.payload); err != nil {
+			if err := m.cl.Work(ctx, m.role, tok, m.w.workTopic, m.workP, m.payload, m.plan.WorkRecords()); err != nil {
 				return renewed
 			}
 			nextWork = time.Now().Add(m.plan.NextWork())

@@ -51,6 +51,7 @@ type MemberPlan struct {
 	backoff *rand.Rand
 	renew   *rand.Rand
 	work    *rand.Rand
+	records *rand.Rand
 }
 
 // Member returns the plan of member j (0-based) of role r (0-based).
@@ -64,6 +65,7 @@ func (p *Plan) Member(r, j int) *MemberPlan {
 		backoff: p.stream(name + "backoff"),
 		renew:   p.stream(name + "renew"),
 		work:    p.stream(name + "work"),
+		records: p.stream(name + "records"),
 	}
 }
 
@@ -124,6 +126,17 @@ func (m *MemberPlan) NextWork() time.Duration {
 		return 0
 	}
 	return jittered(m.work, time.Duration(float64(time.Second)/m.load.WorkRate), m.load.Jitter)
+}
+
+// WorkRecords returns how many records the holder's next work write carries: the load's
+// count, or a draw from its range (uniform, from a stream of its own, so the other choices
+// stay where they were).
+func (m *MemberPlan) WorkRecords() int {
+	lo, hi := m.load.WorkRecords.Bounds()
+	if lo == hi {
+		return lo
+	}
+	return lo + m.records.IntN(hi-lo+1)
 }
 
 // ReadKind is what a reader does.

@@ -52,6 +52,34 @@ func TestPlan(t *testing.T) {
 			}
 		}
 	})
+	t.Run("work records - one by default, the number, or every count of the range", func(t *testing.T) {
+		if n := workload.NewPlan(cfg, 9).Member(0, 0).WorkRecords(); n != 1 {
+			t.Fatalf("default: %d records, want 1", n)
+		}
+		fixed := cfg
+		fixed.Load.WorkRecords = workload.RecordCount{Min: 4, Max: 4}
+		if n := workload.NewPlan(fixed, 9).Member(0, 0).WorkRecords(); n != 4 {
+			t.Fatalf("fixed: %d records, want 4", n)
+		}
+		ranged := cfg
+		ranged.Load.WorkRecords = workload.RecordCount{Min: 2, Max: 5}
+		m, again := workload.NewPlan(ranged, 9).Member(0, 0), workload.NewPlan(ranged, 9).Member(0, 0)
+		seen := map[int]bool{}
+		for range 200 {
+			n := m.WorkRecords()
+			if n < 2 || n > 5 || n != again.WorkRecords() {
+				t.Fatalf("range 2-5: drew %d, or not the same with the same seed", n)
+			}
+			seen[n] = true
+		}
+		if len(seen) != 4 {
+			t.Fatalf("range 2-5 drew only %v", seen)
+		}
+		// The other streams are where they were without a range.
+		if a, b := workload.NewPlan(ranged, 9).Member(0, 0).NextWork(), workload.NewPlan(cfg, 9).Member(0, 0).NextWork(); a != b {
+			t.Fatalf("a range of records moved the work stream: %v vs %v", a, b)
+		}
+	})
 	t.Run("members differ from one another", func(t *testing.T) {
 		p := workload.NewPlan(cfg, 9)
 		if p.Member(0, 0).NextContend() == p.Member(0, 1).NextContend() {

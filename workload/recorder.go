@@ -218,21 +218,30 @@ func (c *client) WriteLease(ctx context.Context, role string, tok transport.Fenc
 	return lease.WrittenAt, err
 }
 
-// Work records a fenced application write under tok: one record on partition of topic, in a
-// transaction on the producer bound to tok. The record carries the operation id as its
-// write id.
-func (c *client) Work(ctx context.Context, role string, tok transport.FencingToken, topic string, partition int32, payload []byte) error {
-	k := c.begin(history.KindWork, role, history.Args{Token: historyToken(tok), Log: history.WorkLog(partition)})
-	rec := &kgo.Record{
-		Topic:     topic,
-		Partition: partition,
-		Key:       transport.EncodeKey(transport.Role(role)),
-		Value: transport.AppendValue(nil, transport.Value{
+// Work records a fenced application write under tok: n records (at least one) on partition
+// of topic, all in one transaction on the producer bound to tok. Each record carries the
+// operation id as its write id and, when there are several, its index among them and their
+// count; the history records the count with the write.
+func (c *client) Work(ctx context.Context, role string, tok transport.FencingToken, topic string, partition int32, payload []byte, n int) error {
+	n = max(n, 1)
+	args := history.Args{Token: historyToken(tok), Log: history.WorkLog(partition)}
+	if n > 1 {
+		args.Records = n
+	}
+	k := c.begin(history.KindWork, role, args)
+	key := transport.EncodeKey(transport.Role(role))
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		v := transport.Value{
 			Kind: transport.KindWork, Token: tok, Member: transport.MemberID(c.member),
 			WriteID: uint64(k.id), Payload: payload,
-		}),
+		}
+		if n > 1 {
+			v.Index, v.Count = i, n
+		}
+		recs[i] = &kgo.Record{Topic: topic, Partition: partition, Key: key, Value: transport.AppendValue(nil, v)}
 	}
-	err := c.tr.WriteFenced(ctx, transport.Role(role), tok, rec)
+	err := c.tr.WriteFenced(ctx, transport.Role(role), tok, recs...)
 	k.end(err, history.Result{})
 	return err
 }
@@ -313,6 +322,7 @@ func workLog(recs []*kgo.Record) ([]history.Record, error) {
 		out = append(out, history.Record{
 			Offset: r.Offset, Kind: history.RecordWork, Member: string(v.Member), Role: string(role),
 			Token: historyToken(v.Token), WriteID: writeID(v.WriteID),
+			Index: uint16(v.Index), Count: uint16(v.Count), // the codec bounds both by MaxWorkRecords
 		})
 	}
 	return out, nil

@@ -74,6 +74,67 @@ func TestClientRetiredAfterUnknown(t *testing.T) {
 	}
 }
 
+// TestWorkOfSeveralRecords: a work write of several records is one transaction whose records
+// name the write, their index and their count, and the history records the count; a read
+// gives them back in order.
+func TestWorkOfSeveralRecords(t *testing.T) {
+	ctx := context.Background()
+	c, err := embedded.New(ctx, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	cfg, _ := Preset(PresetLow)
+	cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers = 1, 1, 1, 0
+	var buf bytes.Buffer
+	hw := history.NewWriter(&buf, history.WriterOptions{})
+	if err := hw.WriteHeader(cfg.Meta(c.Info())); err != nil {
+		t.Fatal(err)
+	}
+	wl, err := New(ctx, cfg, c, hw, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Close(ctx)
+	cl := wl.members[0].cl
+	tok, err := cl.Acquire(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Work(ctx, "r1", tok, wl.workTopic, 0, []byte("p"), 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Work(ctx, "r1", tok, wl.workTopic, 0, []byte("p"), 1); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := cl.ReadWork(ctx, history.KindRead, wl.workTopic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	several, one := h.Op(1), h.Op(2)
+	if several.Kind != history.KindWork || several.Args.Records != 3 || one.Args.Records != 0 {
+		t.Fatalf("work ops %+v and %+v, want 3 records and one (recorded as 0)", several.Args, one.Args)
+	}
+	if len(recs) != 4 {
+		t.Fatalf("read %d records, want 4: %+v", len(recs), recs)
+	}
+	for i, r := range recs[:3] {
+		if r.WriteID != several.Args.WriteID || int(r.Index) != i || r.Count != 3 {
+			t.Errorf("record %d: %+v, want record %d of 3 of %s", i, r, i, several.Args.WriteID)
+		}
+	}
+	if r := recs[3]; r.WriteID != one.Args.WriteID || r.Index != 0 || r.Count != 0 {
+		t.Errorf("the one-record write's record: %+v", r)
+	}
+}
+
 // Recording an operation runs inside the latency the lease-write benchmark compares with a
 // bare client, so its invoke and completion allocate nothing but the write id.
 func TestRecordingAllocatesOnlyTheWriteID(t *testing.T) {

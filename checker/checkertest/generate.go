@@ -50,6 +50,11 @@ type Config struct {
 	// FirstEpoch is the epoch of a role's first mint, as if earlier runs had bumped it: near
 	// 32,766 the roles rotate their producer ids during the run.
 	FirstEpoch int16
+	// WorkRecords, when above 1, makes each work write carry 1 to WorkRecords records (drawn
+	// uniformly), all in its one transaction, so the history exercises no-torn-txn. 0 or 1:
+	// one record a write, and the rng draws nothing for it, so the histories of every other
+	// configuration stay as they were.
+	WorkRecords int
 	// AbortBumps (TV1 only) makes an acquire that finds the holder's write in flight bump the
 	// epoch twice, as a TV1 coordinator's InitProducerId does: once to abort the holder's
 	// transaction (fencing the write; a describe may report that epoch), and once more for the
@@ -413,8 +418,15 @@ func (s *sim) execute(t task) {
 		}
 	case history.KindWriteLease, history.KindWork:
 		inv.Args = history.Args{Token: m.token, WriteID: fmt.Sprintf("w%d", id)}
+		records := 1
 		if op.kind == history.KindWork {
 			inv.Args.Log = history.WorkLog(op.work)
+			if s.cfg.WorkRecords > 1 {
+				records = 1 + s.rng.IntN(s.cfg.WorkRecords)
+			}
+			if records > 1 {
+				inv.Args.Records = records
+			}
 		}
 		current := r.pid == m.token.ProducerID && r.epoch == m.pe
 		switch {
@@ -432,9 +444,16 @@ func (s *sim) execute(t task) {
 			rec := history.Record{Offset: r.next, Member: m.name, Token: m.token, WriteID: inv.Args.WriteID}
 			if op.kind == history.KindWork {
 				p := op.work
-				rec.Kind, rec.Role, rec.Offset = history.RecordWork, r.name, s.workOff[p]
-				s.work[p] = append(s.work[p], rec)
-				s.workOff[p] += 2 // the commit marker takes an offset
+				rec.Kind, rec.Role = history.RecordWork, r.name
+				for i := range records {
+					rec.Offset = s.workOff[p]
+					if records > 1 {
+						rec.Index, rec.Count = uint16(i), uint16(records)
+					}
+					s.work[p] = append(s.work[p], rec)
+					s.workOff[p]++
+				}
+				s.workOff[p]++ // the commit marker takes an offset
 			} else {
 				rec.Kind = history.RecordLease
 				r.log = append(r.log, rec)

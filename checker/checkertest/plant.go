@@ -18,7 +18,7 @@ const (
 	// OutOfOrder swaps two committed lease records so that an older holder's record follows
 	// its successor's in the final log (log-token-order).
 	OutOfOrder
-	// LostWrite removes an acknowledged write's record from the final log (no-lost-write).
+	// LostWrite removes an acknowledged write's records from the final log (no-lost-write).
 	LostWrite
 )
 
@@ -228,7 +228,39 @@ func plantLostWrite(h *history.History, rng *rand.Rand) bool {
 	}
 	pl := places[rng.IntN(len(places))]
 	op := h.Op(pl.op)
-	op.Result.Records = append(slices.Clone(op.Result.Records[:pl.p]), op.Result.Records[pl.p+1:]...)
+	// Every record of the write: one of a write of several records alone is a torn
+	// transaction (PlantTornTxn).
+	id := op.Result.Records[pl.p].WriteID
+	op.Result.Records = slices.DeleteFunc(slices.Clone(op.Result.Records), func(r history.Record) bool {
+		return r.Kind != history.RecordRegistration && r.WriteID == id
+	})
 	h.SetOp(pl.op, op)
+	return true
+}
+
+// PlantTornTxn removes one record, not the only one, of a committed write of several records
+// from the final read of its log (no-torn-txn): the final log then shows part of a
+// transaction. It reports whether the history had such a write (see Config.WorkRecords).
+func PlantTornTxn(h *history.History, rng *rand.Rand) bool {
+	type place struct{ op, pos int }
+	var places []place
+	finals := finalReads(h)
+	for i, op := range h.All() {
+		if j, ok := finals[op.Args.Log]; !ok || j != i {
+			continue
+		}
+		for p, rec := range op.Result.Records {
+			if rec.Count > 1 {
+				places = append(places, place{i, p})
+			}
+		}
+	}
+	if len(places) == 0 {
+		return false
+	}
+	pl := places[rng.IntN(len(places))]
+	h.Edit(pl.op, func(op *history.Op) {
+		op.Result.Records = slices.Delete(slices.Clone(op.Result.Records), pl.pos, pl.pos+1)
+	})
 	return true
 }

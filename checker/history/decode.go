@@ -509,6 +509,10 @@ func (d *decoder) args(l *lexer, a *Args) error {
 			var v int64
 			v, err = l.int(32)
 			a.Log = WorkLog(int32(v))
+		case "records":
+			var v uint16
+			v, err = recordCount(l, "args.records")
+			a.Records = int(v)
 		case "pipe":
 			a.Pipe = new(PipeArgs)
 			err = d.pipeArgs(l, a.Pipe)
@@ -798,6 +802,10 @@ func (d *decoder) record(l *lexer, r *Record) error {
 			r.Token, err = d.token(l)
 		case "write_id":
 			r.WriteID, err = l.writeID(d)
+		case "index":
+			r.Index, err = recordCount(l, "a record's index")
+		case "count":
+			r.Count, err = recordCount(l, "a record's count")
 		default:
 			err = l.skip(d)
 		}
@@ -807,6 +815,15 @@ func (d *decoder) record(l *lexer, r *Record) error {
 		err = fmt.Errorf("record without a kind: %w", ErrMalformed)
 	}
 	return err
+}
+
+// recordCount decodes a count of records, or an index among them: 0 to MaxRecords.
+func recordCount(l *lexer, what string) (uint16, error) {
+	v, err := l.int(64)
+	if err == nil && (v < 0 || v > MaxRecords) {
+		err = fmt.Errorf("%s %d: want 0 to %d: %w", what, v, MaxRecords, ErrMalformed)
+	}
+	return uint16(v), err
 }
 
 func isNumberByte(c byte) bool {

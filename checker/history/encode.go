@@ -137,6 +137,9 @@ func appendArgs(buf []byte, k Kind, a *Args) []byte {
 		buf = append(buf, `"work_partition":`...)
 		buf = strconv.AppendInt(buf, int64(a.Log.Partition), 10)
 	}
+	if write && a.Records != 0 {
+		buf = appendInt(buf, "records", int64(a.Records))
+	}
 	return append(buf, '}')
 }
 
@@ -192,6 +195,10 @@ func appendRecord(buf []byte, r *Record) []byte {
 		buf = append(buf, `,"token":`...)
 		buf = appendToken(buf, r.Token)
 		buf = appendOptString(buf, "write_id", r.WriteID)
+	}
+	if r.Count != 0 {
+		buf = appendInt(buf, "index", int64(r.Index))
+		buf = appendInt(buf, "count", int64(r.Count))
 	}
 	return append(buf, '}')
 }

@@ -123,6 +123,9 @@ const (
 // process, role and member that were frozen.
 const KindMemberPause Kind = "member-pause"
 
+// MaxRecords is the most records a write may carry (Args.Records, Record.Count).
+const MaxRecords = 1<<16 - 1
+
 // IsWrite reports whether k is a fenced write (a lease write or a work write).
 func (k Kind) IsWrite() bool { return k == KindWriteLease || k == KindWork }
 
@@ -269,14 +272,17 @@ func parseRecordKind(b []byte) (RecordKind, bool) {
 // Record is one record of a committed log as a read returned it. Lease and work records carry
 // the token their writer minted and the writer's unique write id; a registration carries only
 // its member. Role names the writer's role in a work record (the work topic is shared); it is
-// empty in a lease log, whose role is the log's.
+// empty in a lease log, whose role is the log's. A work record of a write of several records
+// says which of them it is: Index (from 0) of Count; Count is 0 for a write of one record.
 type Record struct {
-	Offset  int64
-	Kind    RecordKind
-	Member  string
-	Role    string
-	Token   Token // lease and work records only; the reader sets NoToken on registrations
-	WriteID string
+	Offset int64
+	Kind   RecordKind
+	// Index and Count sit in the room Kind leaves before Member: a Record stays 80 bytes.
+	Index, Count uint16
+	Member       string
+	Role         string
+	Token        Token // lease and work records only; the reader sets NoToken on registrations
+	WriteID      string
 }
 
 // Args are an operation's arguments. Which fields are meaningful depends on the kind (see the
@@ -290,6 +296,10 @@ type Args struct {
 	// Log is the log the operation writes or reads. In the file only a work partition is
 	// written (args.work_partition); the reader sets the role's lease log otherwise.
 	Log LogID
+	// Records is the number of records a work write carries, all in its one transaction
+	// (args.records), from 2 to MaxRecords; 0 for a write of one record, as every write was
+	// before writes of several records existed.
+	Records int
 	// Pipe are a pipeline operation's arguments (args.pipe); nil for the lease kinds.
 	Pipe *PipeArgs
 }
@@ -389,7 +399,10 @@ const (
 //   - fault-end: Fault, Time, TookHold.
 type Event struct {
 	Type EventType
-	Time int64 // nanoseconds since the run started (monotonic)
+	// TookHold (fault-end) sits beside Type, in the room Type leaves before Time: an Event
+	// stays 344 bytes with Args.Records (a history's reader holds thousands of them).
+	TookHold bool
+	Time     int64 // nanoseconds since the run started (monotonic)
 
 	ID      int64 // operation id, unique in the run
 	Client  int   // porcupine client id; retired after an info completion
@@ -402,12 +415,11 @@ type Event struct {
 	Error   string
 	Message string
 
-	Fault    int64  // fault window id, unique in the run
-	Step     int    // the scripted step (1-based, in Meta.Script) the window carries out; 0: none
-	Spec     string // the fault as injected, its targets resolved (Fault.Spec)
-	Targets  []string
-	Desc     string
-	TookHold bool
+	Fault   int64  // fault window id, unique in the run
+	Step    int    // the scripted step (1-based, in Meta.Script) the window carries out; 0: none
+	Spec    string // the fault as injected, its targets resolved (Fault.Spec)
+	Targets []string
+	Desc    string
 
 	Format int
 	Meta   *Meta

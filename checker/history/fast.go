@@ -68,6 +68,17 @@ func (c *scan) int(bits int) int64 {
 	return v
 }
 
+// count consumes a count of records or an index among them, 0 to MaxRecords; anything else
+// fails (the lexer then names it).
+func (c *scan) count() uint16 {
+	v := c.int(32)
+	if v < 0 || v > MaxRecords {
+		c.ok = false
+		return 0
+	}
+	return uint16(v)
+}
+
 // str consumes a string without escapes and returns its bytes (which alias the line).
 func (c *scan) str() []byte {
 	if !c.ok || c.i >= len(c.b) || c.b[c.i] != '"' {
@@ -179,6 +190,9 @@ func (d *decoder) fastInvoke(c *scan, e *Event) {
 		c.must(`"work_partition":`)
 		e.Args.Log = WorkLog(int32(c.int(32)))
 	}
+	if write && c.lit(`,"records":`) {
+		e.Args.Records = int(c.count())
+	}
 	c.must(`}`)
 }
 
@@ -268,6 +282,11 @@ func (d *decoder) fastRecord(c *scan) Record {
 		if c.lit(`,"write_id":`) {
 			r.WriteID = d.writeIDBytes(c.str())
 		}
+	}
+	if c.lit(`,"index":`) {
+		r.Index = c.count()
+		c.must(`,"count":`)
+		r.Count = c.count()
 	}
 	c.must(`}`)
 	return r

@@ -285,6 +285,7 @@ func (b *Builder) invoke(e *Event) error {
 			return fmt.Errorf("op %d: %s without a write id: %w", e.ID, e.Kind, ErrMalformed)
 		}
 		r.tok, r.writeID = e.Args.Token, b.h.slot(e.Args.WriteID)
+		r.aux = int64(e.Args.Records)
 	}
 	b.remember(e.ID, int32(len(b.h.ops)))
 	b.h.ops = append(b.h.ops, r)
@@ -323,9 +324,10 @@ func (b *Builder) complete(e *Event) error {
 		if err := checkResult(kind, res); err != nil {
 			return fmt.Errorf("op %d: %w", e.ID, err)
 		}
-		if res.Token != nil && r.tok != NoToken || res.Offset != nil && res.Records != nil && kind.IsRead() {
+		if res.Token != nil && r.tok != NoToken || res.Offset != nil && res.Records != nil && kind.IsRead() ||
+			res.Offset != nil && r.aux != 0 && kind.IsWrite() {
 			// Not what the writer writes (a result token on a write, an offset beside a read's
-			// records): keep the operation whole.
+			// records or a write's record count): keep the operation whole.
 			op := b.h.Op(int(i))
 			op.Result = *res
 			op.Result.Records = nil

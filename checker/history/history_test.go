@@ -24,6 +24,9 @@ func generated(t testing.TB, seed uint64) *history.History {
 	t.Helper()
 	cfg := checkertest.DefaultConfig()
 	cfg.Indeterminate = 0.2 // plenty of info completions
+	if seed%2 == 1 {
+		cfg.WorkRecords = 3 // work writes of several records
+	}
 	return checkertest.Generate(cfg, rand.New(rand.NewPCG(seed, 3)))
 }
 
@@ -96,6 +99,7 @@ type wire struct {
 		Token         *history.Token `json:"token"`
 		WriteID       string         `json:"write_id"`
 		WorkPartition *int32         `json:"work_partition"`
+		Records       int            `json:"records"`
 	} `json:"args"`
 	Result *struct {
 		Held    bool           `json:"held"`
@@ -108,6 +112,8 @@ type wire struct {
 			Role    string             `json:"role"`
 			Token   *history.Token     `json:"token"`
 			WriteID string             `json:"write_id"`
+			Index   uint16             `json:"index"`
+			Count   uint16             `json:"count"`
 		} `json:"records"`
 	} `json:"result"`
 	Error    string        `json:"error"`
@@ -133,7 +139,7 @@ func (w *wire) event(t testing.TB) history.Event {
 		if a.Token != nil {
 			e.Args.Token = *a.Token
 		}
-		e.Args.WriteID = a.WriteID
+		e.Args.WriteID, e.Args.Records = a.WriteID, a.Records
 		if a.WorkPartition != nil {
 			e.Args.Log = history.WorkLog(*a.WorkPartition)
 		}
@@ -144,7 +150,8 @@ func (w *wire) event(t testing.TB) history.Event {
 			e.Result.Records = []history.Record{}
 		}
 		for _, rec := range r.Records {
-			hr := history.Record{Offset: rec.Offset, Kind: rec.Kind, Member: rec.Member, Role: rec.Role, WriteID: rec.WriteID, Token: history.NoToken}
+			hr := history.Record{Offset: rec.Offset, Kind: rec.Kind, Member: rec.Member, Role: rec.Role, WriteID: rec.WriteID, Token: history.NoToken,
+				Index: rec.Index, Count: rec.Count}
 			if rec.Token != nil {
 				hr.Token = *rec.Token
 			}
@@ -156,6 +163,9 @@ func (w *wire) event(t testing.TB) history.Event {
 
 func TestEveryLineIsJSONThatEncodingJSONReadsTheSame(t *testing.T) {
 	data := encode(t, generated(t, 1))
+	if !bytes.Contains(data, []byte(`"records":3}`)) || !bytes.Contains(data, []byte(`"index":2,"count":3}`)) {
+		t.Fatal("the history has no write of several records")
+	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<24)
 	lines := 0
@@ -338,6 +348,9 @@ func TestReadRejectsMalformedInputWithItsLineNumber(t *testing.T) {
 		{"time equal to Never", []string{header, inv(1, "read"), `{"type":"ok","id":1,"time":9223372036854775807,"result":{"records":[]}}`}, 3, history.ErrMalformed},
 		{"time beyond MaxTime", []string{header, `{"type":"invoke","id":1,"time":4611686018427387905,"role":"r","kind":"acquire"}`}, 2, history.ErrMalformed},
 		{"negative time", []string{header, `{"type":"fault-start","fault":1,"time":-1,"kind":"k"}`}, 2, history.ErrMalformed},
+		{"too many records", []string{header, `{"type":"invoke","id":1,"time":1,"role":"r","kind":"work","args":{"token":{"producer_id":1,"epoch":0},"write_id":"w","work_partition":0,"records":65536}}`}, 2, history.ErrMalformed},
+		{"negative records", []string{header, `{"type":"invoke","id":1,"time":1,"role":"r","kind":"work","args":{"token":{"producer_id":1,"epoch":0},"write_id":"w","work_partition":0,"records":-2}}`}, 2, history.ErrMalformed},
+		{"record index out of range", []string{header, inv(1, "final-read"), `{"type":"ok","id":1,"time":2,"result":{"records":[{"offset":0,"kind":"work","token":{"producer_id":1,"epoch":0},"write_id":"w","index":70000,"count":2}]}}`}, 3, history.ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

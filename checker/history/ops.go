@@ -5,8 +5,8 @@ import (
 	"math"
 )
 
-// rec is one operation as a History stores it: 80 bytes and no pointers, where an Op is 240
-// bytes with eleven. A large history is mostly its operations (a million of them held 229
+// rec is one operation as a History stores it: 80 bytes and no pointers, where an Op is 264
+// bytes with thirteen. A large history is mostly its operations (a million of them held 229
 // MiB as Ops), every pass the checker makes over them reads the whole array, and the garbage
 // collector scans whatever holds pointers: the array's size is the history's memory and much
 // of the time a pass takes (docs/history.md, "In memory").
@@ -27,8 +27,9 @@ type rec struct {
 	// Args.Token. Op and Load point Result.Token here.
 	tok Token
 	// aux is Result.Offset when flagOffset is set (Op and Load point Result.Offset here), the
-	// index of Result.Records in History.reads when flagRecords is set, and the index of a
-	// pipeline operation's payloads in History.pipes (see pipeKinds).
+	// index of Result.Records in History.reads when flagRecords is set, the index of a
+	// pipeline operation's payloads in History.pipes (see pipeKinds), and else a write's
+	// Args.Records.
 	aux       int64
 	client    int32
 	fail      int32 // 1 + the index of Error and Message in History.fails; 0: both empty
@@ -70,6 +71,15 @@ type pipePayload struct {
 	args *PipeArgs
 	res  *PipeResult
 }
+
+// writeKinds marks the writes of opKinds: a rec of one of them without flagOffset has its
+// Args.Records in aux.
+var writeKinds = func() (write [len(opKinds)]bool) {
+	for i, k := range opKinds {
+		write[i] = k.IsWrite()
+	}
+	return write
+}()
 
 func kindCode(k Kind) (uint8, bool) {
 	for i, o := range opKinds {
@@ -130,8 +140,10 @@ func (h *History) pack(i int32, op *Op) rec {
 	roleLog, workLog := l != (LogID{}) && !l.Work && l.Role == op.Role, l.Work && l.Role == ""
 	// The shapes a rec has no room for: an unknown kind, a client beyond 32 bits, a result
 	// token beside a write's token, a log of another role, an offset beside records, a
-	// pipeline payload on a lease operation, and lease arguments or results on a pipeline one.
+	// pipeline payload on a lease operation, lease arguments or results on a pipeline one,
+	// and a count of records on anything but a write without an offset or records.
 	if !known || op.Client < math.MinInt32 || op.Client > math.MaxInt32 ||
+		op.Args.Records != 0 && (!writeKinds[kind] || op.Result.Offset != nil || op.Result.Records != nil) ||
 		!pipe && (op.Args.Pipe != nil || op.Result.Pipe != nil) ||
 		pipe && (op.Args.Token != NoToken || op.Args.WriteID != "" || l != (LogID{}) ||
 			op.Result.Token != nil || op.Result.Held || op.Result.Offset != nil || op.Result.Records != nil) ||
@@ -180,6 +192,9 @@ func (h *History) pack(i int32, op *Op) rec {
 	if pipe {
 		r.aux = int64(len(h.pipes))
 		h.pipes = append(h.pipes, pipePayload{op.Args.Pipe, op.Result.Pipe})
+	}
+	if op.Args.Records != 0 {
+		r.aux = int64(op.Args.Records) // a write's, without an offset or records (above)
 	}
 	if op.Error != "" || op.Message != "" {
 		h.fails = append(h.fails, failText{op.Error, op.Message})
@@ -251,6 +266,7 @@ func (h *History) Load(i int, op *Op) {
 	op.Args.Log = h.log(r)
 	op.Result.Offset, op.Result.Records = nil, nil
 	op.Args.Pipe, op.Result.Pipe = nil, nil
+	op.Args.Records = 0
 	if pipeKinds[r.kind] {
 		p := &h.pipes[r.aux]
 		op.Args.Pipe, op.Result.Pipe = p.args, p.res
@@ -258,6 +274,8 @@ func (h *History) Load(i int, op *Op) {
 		op.Result.Offset = &r.aux
 	} else if r.flags&flagRecords != 0 {
 		op.Result.Records = h.reads[r.aux]
+	} else if writeKinds[r.kind] {
+		op.Args.Records = int(r.aux)
 	}
 	op.Error, op.Message = "", ""
 	if r.fail > 0 {

@@ -44,6 +44,13 @@ func TestSetOpKeepsAnyOperation(t *testing.T) {
 			op.Result.Offset = &off
 		},
 		"pipeline payload on a lease op": func(op *history.Op) { op.Result.Pipe = pipeResult.Pipe },
+		"several records": func(op *history.Op) {
+			op.Kind, op.Args.Token, op.Args.Records, op.Result = history.KindWork, *tok, 3, history.Result{}
+		},
+		"records on a read": func(op *history.Op) { op.Kind, op.Args.Records = history.KindRead, 2 },
+		"records and an offset on a write": func(op *history.Op) {
+			op.Kind, op.Args.Token, op.Args.Records, op.Result = history.KindWriteLease, *tok, 2, history.Result{Offset: &off}
+		},
 	}
 	h := generated(t, 9)
 	rng := rand.New(rand.NewPCG(9, 9))

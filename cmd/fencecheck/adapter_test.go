@@ -29,7 +29,7 @@ func TestSelftestThroughTheExecProtocol(t *testing.T) {
 		t.Fatalf("selftest exit %d:\n%s", code, out)
 	}
 	// The adapter serves pipelines too: the pipeline mutants' scenarios run through it.
-	const want = 7 // steady, zombie-reads, lost-commit; pipeline-zombie, -steady, -zombie-commit, -txn-faults
+	const want = 8 // steady, zombie-reads, lost-commit, split-work; pipeline-zombie, -steady, -zombie-commit, -txn-faults
 	if n := strings.Count(string(out), "PASS  "+tr); n != want {
 		t.Errorf("%d passing runs of %s, want %d:\n%s", n, tr, want, out)
 	}

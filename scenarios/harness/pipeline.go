@@ -112,6 +112,8 @@ func (r *runner) openPipeline(ctx context.Context, meta history.Meta) error {
 	if err != nil {
 		return err
 	}
+	// The header is written: members may start now (and join, and fetch), before the clock.
+	r.pipe.StartMembers(ctx)
 	info := r.cl.Info()
 	r.say("cluster      %s %s, TV%d, bootstrap %s", info.Kind, info.Version, info.TxnVersion, strings.Join(r.cl.Bootstrap(), ","))
 	r.say("pipeline     %d members (%s, %s protocol) on %d processes, %d input partitions",

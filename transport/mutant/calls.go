@@ -196,3 +196,24 @@ func newDropLastRecord(_ context.Context, tr *transport.BrokerTransport) (*Trans
 	}
 	return m, nil
 }
+
+// newSplitTxn writes the records of a fenced write of several records in two transactions on
+// the producer bound to the token: the first half, committed, then the rest. Each is a real
+// WriteFenced, fenced like any, so a deposed holder still writes nothing; but a holder
+// deposed between the two (or while the second is open) leaves the first half committed and
+// the rest aborted: a torn transaction, which only no-torn-txn names. A write of one record
+// is written as the real transport writes it.
+func newSplitTxn(_ context.Context, tr *transport.BrokerTransport) (*Transport, error) {
+	m := &Transport{BrokerTransport: tr}
+	m.writeFenced = func(ctx context.Context, role transport.Role, tok transport.FencingToken, recs ...*kgo.Record) error {
+		if len(recs) < 2 {
+			return tr.WriteFenced(ctx, role, tok, recs...)
+		}
+		half := (len(recs) + 1) / 2
+		if err := tr.WriteFenced(ctx, role, tok, recs[:half]...); err != nil {
+			return err
+		}
+		return tr.WriteFenced(ctx, role, tok, recs[half:]...)
+	}
+	return m, nil
+}

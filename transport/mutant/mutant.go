@@ -136,6 +136,13 @@ var mutants = []mutant{
 		build:      newUnknownCommitFails,
 	},
 	{
+		name:       "split-txn",
+		summary:    "writes a work write of several records as two transactions, the first half committed before the second begins (as a client that flushes in batches), so a fence between them leaves half a write in the log",
+		guarantees: []string{"no-torn-txn"},
+		scenario:   "split-work",
+		build:      newSplitTxn,
+	},
+	{
 		name:       "stamp-current-epoch",
 		summary:    "stamps each lease with the producer's current epoch instead of the minted token; on TV2 every commit bumps it, so the log names holdings that never existed",
 		guarantees: []string{"log-token-order"},

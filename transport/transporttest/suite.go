@@ -87,6 +87,7 @@ func Run(t *testing.T, env Env) {
 		{"acquire - again in one process - replaces the old holding", s.testReacquire},
 		{"acquire - concurrently on many roles of one process - each token is its role's", s.testConcurrentRoles},
 		{"write - token not held - ErrNotHeld without I/O", s.testNotHeld},
+		{"write - several records - committed together and in order, or none when fenced", s.testSeveralRecords},
 		{"register - join sequences are the offsets, in order", s.testRegister},
 		{"read - aborted and open transactions are invisible and do not block", s.testReadCommittedOnly},
 		{"read - an aborted batch at a fetch's byte limit is invisible", s.testReadAtFetchLimit},
@@ -320,6 +321,80 @@ func (s *suite) testFencing(t *testing.T) {
 	}
 	if rr.Leases[0].Offset >= rr.Leases[1].Offset {
 		t.Fatalf("leases out of offset order: %+v", rr.Leases)
+	}
+}
+
+// FencedWriter is the part of a transport the suite's test of writes of several records
+// needs: every fencecheck transport has it (the workload's work writes go through it). A
+// Transport without it skips that test.
+type FencedWriter interface {
+	WriteFenced(ctx context.Context, role transport.Role, token transport.FencingToken, recs ...*kgo.Record) error
+	ReadPartition(ctx context.Context, topic string, partition int32) ([]*kgo.Record, error)
+}
+
+// testSeveralRecords: a fenced write of several records is one transaction: once committed,
+// a read shows all of them, in the order given; a deposed holder's write of several records
+// leaves none of them.
+func (s *suite) testSeveralRecords(t *testing.T) {
+	cfg := s.config(t)
+	a, b := s.open(t, cfg), s.open(t, cfg)
+	fa, ok := a.(FencedWriter)
+	if !ok {
+		t.Skip("the transport has no WriteFenced and ReadPartition")
+	}
+	role := transport.Role("several")
+	ta := mustAcquire(t, a, role)
+	mustWrite(t, a, role, ta, lease("a", 1)) // creates the topic
+	partition := transport.PartitionFor(role, cfg.TopicPartitions)
+	records := func(write uint64, tok transport.FencingToken, n int) []*kgo.Record {
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = record(cfg, role, transport.EncodeKey(role), transport.AppendValue(nil, transport.Value{
+				Kind: transport.KindWork, Token: tok, Member: "a", WriteID: write, Index: i, Count: n}))
+		}
+		return recs
+	}
+	// The work records of the partition, as "write/index".
+	work := func() []string {
+		recs, err := fa.ReadPartition(ctxT(t), cfg.Topic, partition)
+		if err != nil {
+			t.Fatalf("read partition %d: %v", partition, err)
+		}
+		var out []string
+		for _, r := range recs {
+			if v, err := transport.DecodeValue(r.Value); err == nil && v.Kind == transport.KindWork {
+				out = append(out, fmt.Sprintf("%d/%d", v.WriteID, v.Index))
+			}
+		}
+		return out
+	}
+	until := func(what string, done func([]string) bool) []string {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got := work()
+			if done(got) {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never became visible; last read: %v", what, got)
+			}
+			time.Sleep(20 * time.Millisecond) // polling the cluster: the condition is remote
+		}
+	}
+	if err := fa.WriteFenced(ctxT(t), role, ta, records(7, ta, 3)...); err != nil {
+		t.Fatalf("write of three records: %v", err)
+	}
+	if got := until("the three records", func(w []string) bool { return len(w) > 0 }); fmt.Sprint(got) != "[7/0 7/1 7/2]" {
+		t.Fatalf("work records = %v, want all three of write 7 in order, at once", got)
+	}
+
+	tb := mustAcquire(t, b, role)
+	err := fa.WriteFenced(ctxT(t), role, ta, records(8, ta, 3)...)
+	wantErr(t, "deposed holder's write of three records", err, transport.ErrFenced, transport.Fail)
+	mustWrite(t, b, role, tb, lease("b", 2))
+	readUntil(t, b, role, "b's lease", func(rr transport.RoleRecords) bool { return len(rr.Leases) >= 2 })
+	if got := work(); fmt.Sprint(got) != "[7/0 7/1 7/2]" {
+		t.Fatalf("work records after the fenced write = %v, want write 7's alone", got)
 	}
 }
 

@@ -197,15 +197,16 @@ func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer,
 			rng: rand.New(rand.NewPCG(seed, uint64(i+1))), polled: map[int32]int64{}, agg: map[int32]aggregate{},
 		})
 	}
-	wl.startMembers(ctx)
 	return wl, nil
 }
 
-// startMembers starts every member before the run's clock, as the lease workload opens its
+// StartMembers starts every member before the run's clock, as the lease workload opens its
 // transports: an exec adapter's member boots a runtime (a JVM took 4 to 15 s under load),
-// which must not eat into a scenario's schedule. A member starts no I/O of its own until its
-// first poll; one that fails to start is started again by its loop, which judges the error.
-func (wl *Workload) startMembers(ctx context.Context) {
+// which must not eat into a scenario's schedule. Call it after the history's header is
+// written and before Run: a member's client may join the group and fetch its offsets at once,
+// and that fetch is recorded. One that fails to start is started again by its loop, which
+// judges the error.
+func (wl *Workload) StartMembers(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, m := range wl.members {
 		wg.Go(func() {

@@ -260,8 +260,9 @@ func TestMembersStartBeforeTheRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		wl.StartMembers(ctx)
 		if n := started.Load(); n != 3 {
-			t.Fatalf("%d members started when New returned, want all 3", n)
+			t.Fatalf("%d members started when StartMembers returned, want all 3", n)
 		}
 		if runs {
 			if err := wl.Run(ctx, time.Second); err != nil {
