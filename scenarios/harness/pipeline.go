@@ -2,16 +2,13 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
-	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
@@ -49,16 +46,9 @@ func execMember(transportOpt string) (func(ctx context.Context, cfg pipeline.Con
 	if !ok {
 		return nil, nil
 	}
-	argv, err := lineproto.SplitCommand(command)
+	argv, err := adapterArgv(transportOpt, command)
 	if err != nil {
-		return nil, fmt.Errorf("transport %q: %w", transportOpt, err)
-	}
-	if _, err := exec.LookPath(argv[0]); err != nil {
-		return nil, fmt.Errorf("transport %q: adapter %s: %w (the adapters in adapters/ are built by make NAME-adapter)",
-			transportOpt, argv[0], errors.Unwrap(err))
-	}
-	if err := adapters.CheckBuilt(argv[0]); err != nil {
-		return nil, fmt.Errorf("transport %q: %w", transportOpt, err)
+		return nil, err
 	}
 	return func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error) {
 		m, err := lineproto.StartMember(ctx, argv, cfg)

@@ -636,6 +636,24 @@ func randomSeed() uint64 {
 	return binary.LittleEndian.Uint64(b[:])>>1 + 1 // positive and non-zero: prints the same everywhere
 }
 
+// adapterArgv splits an exec transport's command and finds its program, now, before a cluster
+// starts, rather than once per process (or member) when each fails; name is the transport as
+// given, for the errors.
+func adapterArgv(name, command string) ([]string, error) {
+	argv, err := lineproto.SplitCommand(command)
+	if err != nil {
+		return nil, fmt.Errorf("transport %q: %w", name, err)
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, fmt.Errorf("transport %q: adapter %s: %w (the adapters in adapters/ are built by make NAME-adapter)",
+			name, argv[0], errors.Unwrap(err))
+	}
+	if err := adapters.CheckBuilt(argv[0]); err != nil {
+		return nil, fmt.Errorf("transport %q: %w", name, err)
+	}
+	return argv, nil
+}
+
 // transportStart returns how to start the transport named by name ("", "real",
 // "mutant:NAME" or "exec:COMMAND").
 func transportStart(name string) (workload.StartFunc, error) {
@@ -645,17 +663,9 @@ func transportStart(name string) (workload.StartFunc, error) {
 	case name == "" || name == "real":
 		return nil, nil // the workload's default: transport.Start
 	case isExec:
-		argv, err := lineproto.SplitCommand(command)
+		argv, err := adapterArgv(name, command)
 		if err != nil {
-			return nil, fmt.Errorf("transport %q: %w", name, err)
-		}
-		// Found now, before a cluster starts, rather than once per process when each fails.
-		if _, err := exec.LookPath(argv[0]); err != nil {
-			return nil, fmt.Errorf("transport %q: adapter %s: %w (the adapters in adapters/ are built by make NAME-adapter)",
-				name, argv[0], errors.Unwrap(err))
-		}
-		if err := adapters.CheckBuilt(argv[0]); err != nil {
-			return nil, fmt.Errorf("transport %q: %w", name, err)
+			return nil, err
 		}
 		return func(ctx context.Context, cfg transport.Config) (workload.Transport, error) {
 			t, err := lineproto.Start(ctx, argv, cfg)
