@@ -17,23 +17,7 @@ import (
 // porcupine client id; a certain failure does not.
 func TestClientRetiredAfterUnknown(t *testing.T) {
 	ctx := context.Background()
-	c, err := embedded.New(ctx, embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	cfg, _ := Preset(PresetLow)
-	cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers = 1, 1, 1, 0
-	var buf bytes.Buffer
-	hw := history.NewWriter(&buf, history.WriterOptions{})
-	if err := hw.WriteHeader(cfg.Meta(c.Info())); err != nil {
-		t.Fatal(err)
-	}
-	wl, err := New(ctx, cfg, c, hw, nil, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wl.Close(ctx)
+	wl, hw, buf := oneMember(t)
 	cl := wl.members[0].cl
 
 	// A write under a token this process does not hold fails locally: certainly no effect.
@@ -52,7 +36,7 @@ func TestClientRetiredAfterUnknown(t *testing.T) {
 	if err := hw.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := history.Read(&buf)
+	h, err := history.Read(buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,23 +63,7 @@ func TestClientRetiredAfterUnknown(t *testing.T) {
 // gives them back in order.
 func TestWorkOfSeveralRecords(t *testing.T) {
 	ctx := context.Background()
-	c, err := embedded.New(ctx, embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	cfg, _ := Preset(PresetLow)
-	cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers = 1, 1, 1, 0
-	var buf bytes.Buffer
-	hw := history.NewWriter(&buf, history.WriterOptions{})
-	if err := hw.WriteHeader(cfg.Meta(c.Info())); err != nil {
-		t.Fatal(err)
-	}
-	wl, err := New(ctx, cfg, c, hw, nil, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wl.Close(ctx)
+	wl, hw, buf := oneMember(t)
 	cl := wl.members[0].cl
 	tok, err := cl.Acquire(ctx, "r1")
 	if err != nil {
@@ -114,7 +82,7 @@ func TestWorkOfSeveralRecords(t *testing.T) {
 	if err := hw.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := history.Read(&buf)
+	h, err := history.Read(buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,4 +123,29 @@ func TestRecordingAllocatesOnlyTheWriteID(t *testing.T) {
 	if err := r.failed(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// oneMember is a workload of one process, one role, one member and no reader on an embedded
+// cluster, recording into the returned buffer (its header written); the test's end closes it.
+func oneMember(t *testing.T) (*Workload, *history.Writer, *bytes.Buffer) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := embedded.New(ctx, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(ctx) })
+	cfg, _ := Preset(PresetLow)
+	cfg.Processes, cfg.Roles, cfg.MembersPerRole, cfg.Readers = 1, 1, 1, 0
+	buf := &bytes.Buffer{}
+	hw := history.NewWriter(buf, history.WriterOptions{})
+	if err := hw.WriteHeader(cfg.Meta(c.Info())); err != nil {
+		t.Fatal(err)
+	}
+	wl, err := New(ctx, cfg, c, hw, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wl.Close(ctx) })
+	return wl, hw, buf
 }

@@ -210,19 +210,7 @@ func plantLostWrite(h *history.History, rng *rand.Rand) bool {
 			ok[op.Args.WriteID] = true
 		}
 	}
-	type place struct{ op, p int }
-	var places []place
-	finals := finalReads(h)
-	for i, op := range h.All() {
-		if j, ok := finals[op.Args.Log]; !ok || j != i {
-			continue
-		}
-		for p, rec := range op.Result.Records {
-			if rec.Kind != history.RecordRegistration && ok[rec.WriteID] {
-				places = append(places, place{i, p})
-			}
-		}
-	}
+	places := finalRecords(h, func(rec history.Record) bool { return rec.Kind != history.RecordRegistration && ok[rec.WriteID] })
 	if len(places) == 0 {
 		return false
 	}
@@ -230,7 +218,7 @@ func plantLostWrite(h *history.History, rng *rand.Rand) bool {
 	op := h.Op(pl.op)
 	// Every record of the write: one of a write of several records alone is a torn
 	// transaction (PlantTornTxn).
-	id := op.Result.Records[pl.p].WriteID
+	id := op.Result.Records[pl.pos].WriteID
 	op.Result.Records = slices.DeleteFunc(slices.Clone(op.Result.Records), func(r history.Record) bool {
 		return r.Kind != history.RecordRegistration && r.WriteID == id
 	})
@@ -242,19 +230,7 @@ func plantLostWrite(h *history.History, rng *rand.Rand) bool {
 // from the final read of its log (no-torn-txn): the final log then shows part of a
 // transaction. It reports whether the history had such a write (see Config.WorkRecords).
 func PlantTornTxn(h *history.History, rng *rand.Rand) bool {
-	type place struct{ op, pos int }
-	var places []place
-	finals := finalReads(h)
-	for i, op := range h.All() {
-		if j, ok := finals[op.Args.Log]; !ok || j != i {
-			continue
-		}
-		for p, rec := range op.Result.Records {
-			if rec.Count > 1 {
-				places = append(places, place{i, p})
-			}
-		}
-	}
+	places := finalRecords(h, func(rec history.Record) bool { return rec.Count > 1 })
 	if len(places) == 0 {
 		return false
 	}
@@ -263,4 +239,24 @@ func PlantTornTxn(h *history.History, rng *rand.Rand) bool {
 		op.Result.Records = slices.Delete(slices.Clone(op.Result.Records), pl.pos, pl.pos+1)
 	})
 	return true
+}
+
+// recordPlace is a record of a read: the operation's index and the record's position.
+type recordPlace struct{ op, pos int }
+
+// finalRecords returns the records of the final reads of every log that keep says yes to.
+func finalRecords(h *history.History, keep func(history.Record) bool) []recordPlace {
+	var places []recordPlace
+	finals := finalReads(h)
+	for i, op := range h.All() {
+		if j, ok := finals[op.Args.Log]; !ok || j != i {
+			continue
+		}
+		for p, rec := range op.Result.Records {
+			if keep(rec) {
+				places = append(places, recordPlace{i, p})
+			}
+		}
+	}
+	return places
 }

@@ -429,18 +429,22 @@ type kafkaFaults struct {
 	sent sync.Map
 }
 
-// noteSent marks the request type of frame, a whole request of process, as sent.
-func (k *kafkaFaults) noteSent(process int, frame []byte) {
-	if len(frame) < 6 {
-		return
-	}
-	key := int(binary.BigEndian.Uint16(frame[4:6]))
+// sentBy returns process's marks of the request types it sent, made on first use.
+func (k *kafkaFaults) sentBy(process int) *[128]atomic.Bool {
 	v, ok := k.sent.Load(process)
 	if !ok {
 		v, _ = k.sent.LoadOrStore(process, new([128]atomic.Bool))
 	}
-	if seen := v.(*[128]atomic.Bool); key < len(seen) && !seen[key].Load() {
-		seen[key].Store(true)
+	return v.(*[128]atomic.Bool)
+}
+
+// noteSent marks the request type of frame, a whole request, in sent.
+func noteSent(sent *[128]atomic.Bool, frame []byte) {
+	if len(frame) < 6 {
+		return
+	}
+	if key := int(binary.BigEndian.Uint16(frame[4:6])); key < len(sent) && !sent[key].Load() {
+		sent[key].Store(true)
 	}
 }
 
@@ -505,6 +509,7 @@ type kafkaConn struct {
 	net.Conn
 	k       *kafkaFaults
 	process int
+	sent    *[128]atomic.Bool // the request types process sent (kafkaFaults.sentBy), looked up once
 	// dial opens another connection to the same broker along the same path, for the late
 	// delivery of held requests.
 	dial func(ctx context.Context) (net.Conn, error)
@@ -541,7 +546,7 @@ type expectation struct {
 }
 
 func newKafkaConn(c net.Conn, k *kafkaFaults, process int, dial func(context.Context) (net.Conn, error)) *kafkaConn {
-	return &kafkaConn{Conn: c, k: k, process: process, dial: dial, expect: make(map[int32]*expectation),
+	return &kafkaConn{Conn: c, k: k, process: process, sent: k.sentBy(process), dial: dial, expect: make(map[int32]*expectation),
 		closedCh: make(chan struct{}), wdChanged: make(chan struct{}, 1)}
 }
 
@@ -552,7 +557,7 @@ func (c *kafkaConn) Write(b []byte) (int, error) {
 		// Fast path: no fault, one whole frame. Triggers need no fault either: a held
 		// request belongs to a fault. Metadata requests take the slow path so that topic
 		// ids are learned before a fault needs them.
-		c.k.noteSent(c.process, b)
+		noteSent(c.sent, b)
 		return c.Conn.Write(b)
 	}
 	if c.raw.Load() {
@@ -624,7 +629,7 @@ func (c *kafkaConn) request(frame []byte) error {
 	if c.isCut() {
 		return nil
 	}
-	c.k.noteSent(c.process, frame)
+	noteSent(c.sent, frame)
 	r, err := parseRequest(frame, c.k.topicName)
 	if err != nil {
 		_, err := c.Conn.Write(frame) // not ours to judge
