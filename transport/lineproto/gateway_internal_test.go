@@ -110,3 +110,35 @@ func TestMemberPausesOncePerTransaction(t *testing.T) {
 		t.Fatalf("pauses %q: an abort, or a commit outside a transact call, paused", points)
 	}
 }
+
+// TestMemberPausesBeforeAnImplicitOffsetsAdd: under transaction version 2 kafka-clients sends
+// no AddOffsetsToTxn (the offsets partition joins the transaction implicitly), so the
+// after-produce point is the transaction's first TxnOffsetCommit; under version 1, where the
+// AddOffsetsToTxn came first, the TxnOffsetCommit that follows it does not pause again.
+func TestMemberPausesBeforeAnImplicitOffsetsAdd(t *testing.T) {
+	var points []string
+	w := &memberWatch{pause: func(p string) { points = append(points, p) }, topics: map[[16]byte]string{}}
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.SetVersion(5)
+	commit.TransactionalID, commit.Group = "g/a", "g"
+	commitFrame := requestFrame(commit, 8)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.SetVersion(4)
+	add.TransactionalID, add.Group = "g/a", "g"
+	addFrame := requestFrame(add, 9)
+
+	w.begin() // version 2: TxnOffsetCommit only
+	w.request(keyTxnOffsetCommit, 5, commitFrame)
+	w.request(keyTxnOffsetCommit, 5, commitFrame) // a retry
+	w.end()
+	if len(points) != 1 || points[0] != "after-produce" {
+		t.Fatalf("TxnOffsetCommit without AddOffsetsToTxn: pauses %q, want one after-produce", points)
+	}
+	w.begin() // version 1: AddOffsetsToTxn, then TxnOffsetCommit
+	w.request(keyAddOffsetsToTxn, 4, addFrame)
+	w.request(keyTxnOffsetCommit, 5, commitFrame)
+	w.end()
+	if len(points) != 2 {
+		t.Fatalf("AddOffsetsToTxn then TxnOffsetCommit: pauses %q, want one more", points)
+	}
+}

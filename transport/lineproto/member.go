@@ -25,8 +25,10 @@ import (
 //     (the member's links), so link faults, Kafka-aware faults and a freeze's stalled
 //     connections apply to it unchanged;
 //   - its pause points are on the wire: Config.Pause is called with PointAfterProduce before
-//     the transaction's first AddOffsetsToTxn goes out, and with PointBeforeCommit before an
-//     EndTxn that commits, so an adapter needs no pause points of its own;
+//     the transaction's first AddOffsetsToTxn goes out (or its first TxnOffsetCommit, for a
+//     client that adds the offsets partition implicitly under transaction version 2 and sends
+//     no AddOffsetsToTxn), and with PointBeforeCommit before an EndTxn that commits, so an
+//     adapter needs no pause points of its own;
 //   - its offset fetches are seen on the wire: each OffsetFetch answer for the input topic is
 //     reported to Config.Fetched before the client can read it, with the member id and
 //     generation (member epoch) of the client's last JoinGroup (ConsumerGroupHeartbeat)
@@ -322,6 +324,7 @@ const (
 	keyJoinGroup              = 11
 	keyAddOffsetsToTxn        = 25
 	keyEndTxn                 = 26
+	keyTxnOffsetCommit        = 28
 	keyConsumerGroupHeartbeat = 68
 )
 
@@ -335,7 +338,7 @@ type memberWatch struct {
 
 	mu          sync.Mutex
 	inTxn       bool // a transact call is in flight
-	offsetsSent bool // this transaction's first AddOffsetsToTxn went out
+	offsetsSent bool // this transaction's first AddOffsetsToTxn or TxnOffsetCommit went out
 	commitSent  bool // this transaction's first EndTxn that commits went out
 	memberID    string
 	generation  int32
@@ -362,14 +365,18 @@ func (w *memberWatch) answers(key int16) bool {
 // request is called with each request frame the client sends, before it goes upstream: at a
 // pause point it blocks while the member is frozen there.
 func (w *memberWatch) request(key, version int16, frame []byte) {
-	if w == nil || (key != keyAddOffsetsToTxn && key != keyEndTxn) {
+	if w == nil || (key != keyAddOffsetsToTxn && key != keyTxnOffsetCommit && key != keyEndTxn) {
 		return
 	}
 	w.mu.Lock()
 	point := ""
 	switch {
 	case !w.inTxn:
-	case key == keyAddOffsetsToTxn && !w.offsetsSent:
+	case (key == keyAddOffsetsToTxn || key == keyTxnOffsetCommit) && !w.offsetsSent:
+		// Under transaction version 1 AddOffsetsToTxn always comes first. Under version 2
+		// a client may add the offsets partition implicitly (KIP-890: kafka-clients 4.x
+		// does) and send only the TxnOffsetCommit: the point is the same, the offsets
+		// about to join the transaction.
 		w.offsetsSent, point = true, pipeline.PointAfterProduce
 	case key == keyEndTxn && !w.commitSent:
 		// Once per transaction, as a member in-process pauses: a client that retries its
