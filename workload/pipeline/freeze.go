@@ -89,7 +89,8 @@ func (wl *Workload) Keys(role string) (Keys, bool) {
 }
 
 // Owner is the member that owns an input partition, as far as the workload knows: the last
-// member whose poll returned records of it.
+// member whose poll returned records of it or whose assignment gave it (its fetch of the
+// partition's offsets).
 type Owner struct {
 	Process int // 1-based
 	Member  string
@@ -106,10 +107,10 @@ func (wl *Workload) Owner(role string) (Owner, bool) {
 	var at int64
 	for _, m := range wl.members {
 		m.mu.Lock()
-		polled, frozen := m.polled[p], m.frozen
+		held, frozen := m.held[p], m.frozen
 		m.mu.Unlock()
-		if polled > at && !frozen {
-			best, at = m, polled
+		if held > at && !frozen {
+			best, at = m, held
 		}
 	}
 	if best == nil {

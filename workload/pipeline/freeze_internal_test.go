@@ -5,12 +5,14 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/transport/pipeline"
 )
 
@@ -98,8 +100,8 @@ func TestGateStallsConnections(t *testing.T) {
 // disarms one not reached; Owner skips a frozen member.
 func TestFreezeArmsAndThaws(t *testing.T) {
 	wl := &Workload{cfg: Config{Partitions: 2}, start: time.Now()}
-	m1 := &member{wl: wl, name: "m1", processN: 1, gate: &gate{}, polled: map[int32]int64{0: 5}}
-	m2 := &member{wl: wl, name: "m2", processN: 2, gate: &gate{}, polled: map[int32]int64{0: 3}}
+	m1 := &member{wl: wl, name: "m1", processN: 1, gate: &gate{}, held: map[int32]int64{0: 5}}
+	m2 := &member{wl: wl, name: "m2", processN: 2, gate: &gate{}, held: map[int32]int64{0: 3}}
 	wl.members = []*member{m1, m2}
 	if err := wl.Freeze("m9", "", time.Second); !errors.Is(err, ErrNoMember) {
 		t.Errorf("freeze of m9: %v", err)
@@ -145,5 +147,29 @@ func TestFreezeArmsAndThaws(t *testing.T) {
 	}
 	if _, ok := wl.Owner("in7"); ok {
 		t.Error("an owner of a partition the run does not have")
+	}
+}
+
+// TestOwnerIsTheMemberAssignedLast: a member the group just gave a partition is its holder
+// before it polls any of its records, so a freeze of the holder does not wait on the member
+// that polled it last and has lost it (and, polling nothing else, would never reach a pause
+// point). A rewind's fetch is of what the member thought it held, and changes nothing.
+func TestOwnerIsTheMemberAssignedLast(t *testing.T) {
+	wl := &Workload{cfg: Config{Partitions: 2}, start: time.Now().Add(-time.Second),
+		w: history.NewWriter(io.Discard, history.WriterOptions{})}
+	m1 := &member{wl: wl, name: "m1", processN: 1, gate: &gate{}, held: map[int32]int64{0: 5}}
+	m2 := &member{wl: wl, name: "m2", processN: 2, gate: &gate{}, held: map[int32]int64{}}
+	m3 := &member{wl: wl, name: "m3", processN: 2, gate: &gate{}, held: map[int32]int64{}}
+	wl.members = []*member{m1, m2, m3}
+	m2.fetched(pipeline.Fetch{Starts: map[int32]int64{0: 40, 1: 7}, MemberID: "b", Generation: 3})
+	if o, ok := wl.Owner("in0"); !ok || o.Member != "m2" {
+		t.Errorf("owner of in0 after m2's assignment: %+v %v, want m2", o, ok)
+	}
+	m3.fetched(pipeline.Fetch{Starts: map[int32]int64{0: 40}, MemberID: "c", Generation: 3, Rewind: true})
+	if o, _ := wl.Owner("in0"); o.Member != "m2" {
+		t.Errorf("owner of in0 after m3's rewind: %+v, want m2 still", o)
+	}
+	if err := wl.failed(); err != nil {
+		t.Fatal(err)
 	}
 }

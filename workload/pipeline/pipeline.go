@@ -105,9 +105,11 @@ type member struct {
 	started pipeline.Member
 
 	mu sync.Mutex
-	// polled is, per input partition, the history time of the member's last poll that
-	// returned records of it (Owner).
-	polled map[int32]int64
+	// held is, per input partition, the history time the member last showed it held it
+	// (Owner): a poll that returned records of it, or an assignment's fetch of its offsets.
+	// The fetch counts so that a new owner that has not polled the partition yet is its
+	// holder, not the member that polled it last and lost it since.
+	held map[int32]int64
 	// The freeze (freeze.go): armed until the member reaches its pause point, frozen while it
 	// is stopped there; thaw ends it; froze and resumed are its span since Start.
 	armed, frozen, thawClosed bool
@@ -194,7 +196,7 @@ func New(ctx context.Context, cfg Config, cl cluster.Cluster, w *history.Writer,
 		wl.members = append(wl.members, &member{
 			wl: wl, name: fmt.Sprintf("m%d", i+1), process: links.ProcessName(n), processN: n,
 			txnID: wl.txnID(i), dial: g.dial(dial), gate: g,
-			rng: rand.New(rand.NewPCG(seed, uint64(i+1))), polled: map[int32]int64{}, agg: map[int32]aggregate{},
+			rng: rand.New(rand.NewPCG(seed, uint64(i+1))), held: map[int32]int64{}, agg: map[int32]aggregate{},
 		})
 	}
 	return wl, nil
@@ -475,6 +477,15 @@ func (m *member) fetched(f pipeline.Fetch) {
 		starts = append(starts, history.PipeOffset{Partition: p, Offset: o})
 	}
 	sortOffsets(starts)
+	if !f.Rewind {
+		// A rewind fetches what the member thought it held; an assignment's fetch is what
+		// the group just gave it.
+		m.mu.Lock()
+		for _, s := range starts {
+			m.held[s.Partition] = now
+		}
+		m.mu.Unlock()
+	}
 	if wl.cfg.Stateful {
 		for _, s := range starts {
 			m.markStale(s.Partition)
@@ -536,7 +547,7 @@ func (m *member) run(ctx context.Context) {
 		}
 		m.mu.Lock()
 		for _, r := range b.Records {
-			m.polled[r.Partition] = wl.now()
+			m.held[r.Partition] = wl.now()
 		}
 		m.mu.Unlock()
 		m.pausePoint(ctx, PointAfterPoll)
