@@ -49,6 +49,7 @@ var pipelineMutantChecks = map[string]struct {
 	"read-uncommitted":    {"pipeline-steady", []string{checker.EOSReadCommitted}},
 	"unstable-fetch":      {"pipeline-zombie-commit", []string{checker.EOSStableFetch, checker.EOSFold, checker.EOSNoDuplicate}},
 	"no-rewind":           {"pipeline-txn-faults", []string{checker.EOSNoLoss}},
+	"off-by-one":          {"pipeline-steady", []string{checker.EOSOffsetsMatchOutput, checker.EOSNoDuplicate, checker.EOSStableFetch}},
 }
 
 // RegressionMutants are the mutants made for regressions (selftest does not run them).

@@ -24,6 +24,7 @@ const (
 	mutantReadUncommitted   = "read-uncommitted"
 	mutantUnstableFetch     = "unstable-fetch"
 	mutantNoRewind          = "no-rewind"
+	mutantOffByOne          = "off-by-one"
 )
 
 // Mutants lists the mutant members, each a kind "mutant:NAME" of New.
@@ -38,6 +39,8 @@ var Mutants = []Mutant{
 		Summary: "starts on newly assigned partitions at offsets it fetched without require_stable: a new owner starts below the offsets a zombie's open transaction is about to commit, and copies those records again"},
 	{Name: mutantNoRewind, Fails: "abort",
 		Summary: "does not rewind to the committed offsets after a transaction that did not commit: the batch's records are skipped, and the next commit moves the offsets past them"},
+	{Name: mutantOffByOne, Fails: "copy",
+		Summary: "commits the offset of the last record it copied instead of the next one to read (record.offset, not record.offset+1): whoever starts from the committed offsets copies that record again"},
 }
 
 // mutant returns the flaw a mutant kind names, or "" when kind is no mutant's.

@@ -242,6 +242,9 @@ func (m *plain) sendOffsets(ctx context.Context, prod *kgo.Client, tok transport
 	for _, p := range slices.Sorted(maps.Keys(offsets)) {
 		tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 		tp.Partition, tp.Offset, tp.LeaderEpoch = p, offsets[p], -1
+		if m.flaw == mutantOffByOne {
+			tp.Offset--
+		}
 		t.Partitions = append(t.Partitions, tp)
 	}
 	req.Topics = append(req.Topics, t)
