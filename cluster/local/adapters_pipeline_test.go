@@ -33,11 +33,14 @@ func TestAdapterPipelineConformance(t *testing.T) {
 			argv := testenv.Adapter(t, client.Name)
 			for _, protocol := range []string{pipeline.ProtocolClassic, pipeline.ProtocolConsumer} {
 				t.Run(protocol, func(t *testing.T) {
+					if !client.ServesProtocol(protocol) {
+						t.Skipf("the %s adapter's member speaks %v only", client.Name, client.GroupProtocols)
+					}
 					if protocol != pipeline.ProtocolClassic {
 						testenv.Long(t)
 					}
 					pipelinetest.Run(t, pipelinetest.Env{Bootstrap: bootstrap, Kind: pipeline.KindPlain, Protocol: protocol,
-						SessionTimeout: 2 * time.Second, Replication: 3, New: adapterMember(argv)})
+						SessionTimeout: 2 * time.Second, Replication: 3, GroupIDOnly: client.GroupIDOnly, New: adapterMember(argv)})
 				})
 			}
 		})

@@ -508,11 +508,15 @@ func TestAdapterPipelineConformance(t *testing.T) {
 			defer c.Close()
 			for _, protocol := range []string{pipeline.ProtocolClassic, pipeline.ProtocolConsumer} {
 				t.Run(protocol, func(t *testing.T) {
+					if !client.ServesProtocol(protocol) {
+						t.Skipf("the %s adapter's member speaks %v only", client.Name, client.GroupProtocols)
+					}
 					if protocol != pipeline.ProtocolClassic {
 						testenv.Long(t)
 					}
 					pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: pipeline.KindPlain, Protocol: protocol,
-						New: AdapterMember(argv)})
+						GroupIDOnly: client.GroupIDOnly,
+						New:         AdapterMember(argv)})
 				})
 			}
 		})
