@@ -48,7 +48,9 @@ let current = null // the process's one member (one adapter per member)
 const joinAndSync = ConsumerGroup.prototype.joinAndSync
 ConsumerGroup.prototype.joinAndSync = async function (...args) {
   const r = await joinAndSync.apply(this, args)
-  if (current) current.joined(this)
+  // Before KafkaJS fetches the new assignment's offsets (its next fetch does): what
+  // kafka-clients' onPartitionsAssigned is, which KafkaJS lacks.
+  if (current) await current.joined(this)
   return r
 }
 
@@ -88,9 +90,6 @@ async function startMember(c, lib) {
     throw bad('TransactionVersion', `2 required, but KafkaJS ${lib.KAFKAJS_VERSION} speaks transaction version 1 only (no KIP-890)`)
   }
   if (tv !== 0 && tv !== 1) throw bad('TransactionVersion', `${tv} is not 0, 1 or 2`)
-  if (c.txn_id_per_partition) {
-    throw bad('TxnIDPerPartition', 'the KafkaJS member has one producer (a transactional id per member)')
-  }
   lib.configure({ bootstrap, clientId: c.client_id || 'fencecheck-kafkajs-member', rt })
   const m = new Member(c, lib, { rt, txnTimeout, session, rebalance, maxPoll: maxPoll || 500 })
   current = m
@@ -121,13 +120,16 @@ class Member {
       // The consumer's own retries; after them KafkaJS restarts the consumer (restartOnFailure).
       retry: { ...lib.retryConfig(), restartOnFailure: async () => !this.closed },
     })
-    this.producer = kafka.producer({
-      transactionalId: String(c.transactional_id),
-      transactionTimeout: o.txnTimeout,
-      idempotent: false, // the transactional producer is idempotent anyway (adapter.js, header)
-      maxInFlightRequests: 1,
-      allowAutoTopicCreation: false,
-    })
+    this.kafka = kafka
+    this.txnId = String(c.transactional_id)
+    this.txnTimeout = o.txnTimeout
+    // One producer for the member, or (txn_id_per_partition) one per assigned input partition,
+    // id transactional_id-PARTITION, made on the assignment (joined) before KafkaJS fetches the
+    // partition's offsets: its InitProducerId fences the partition's previous owner and aborts
+    // its open transaction, so the group's committed offsets are final when KafkaJS reads them.
+    this.perPartition = !!c.txn_id_per_partition
+    this.producers = new Map() // partition (or -1 for the member's one) -> { producer, ready }
+    this.fencedParts = new Set() // partitions whose producer was fenced: paused until assigned again
     this.admin = kafka.admin()
     this.closed = false
     this.running = false
@@ -137,21 +139,56 @@ class Member {
     this.waiters = [] // polls waiting for a batch
     this.failed = false // the producer failed for good: restart
     // InitProducerId fences the previous producer of the id (a restarted member's) and ends its
-    // open transaction. It starts now; the first transact waits for it. KafkaJS sends it with
-    // the first transaction(); a transaction with nothing in it ends without an EndTxn.
-    this.ready = (async () => {
-      await this.producer.connect()
-      const txn = await this.producer.transaction()
-      await txn.abort()
-    })()
-    this.ready.catch(e => lib.log(`member: InitProducerId: ${lib.describe(e)}`))
+    // open transaction. It starts now; the first transact waits for it.
+    if (!this.perPartition) this.producers.set(-1, this.newProducer(this.txnId))
     this.consumer.on(this.consumer.events.GROUP_JOIN, e => {
       this.assigned = ((e.payload.memberAssignment || {})[this.input] || []).map(Number)
     })
   }
 
-  joined(cg) {
+  /**
+   * A transactional producer for txnId, its InitProducerId begun: KafkaJS sends it with the
+   * first transaction(); a transaction with nothing in it ends without an EndTxn.
+   */
+  newProducer(txnId) {
+    const producer = this.kafka.producer({
+      transactionalId: txnId,
+      transactionTimeout: this.txnTimeout,
+      idempotent: false, // the transactional producer is idempotent anyway (adapter.js, header)
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+    })
+    const ready = (async () => {
+      await producer.connect()
+      const txn = await producer.transaction()
+      await txn.abort()
+    })()
+    ready.catch(e => this.lib.log(`member: InitProducerId of ${txnId}: ${this.lib.describe(e)}`))
+    return { producer, ready, txnId }
+  }
+
+  /** After each join of KafkaJS's consumer: its identity, and the partitions' producers. */
+  async joined(cg) {
     this.joinedGroup = cg
+    if (!this.perPartition) return
+    const assigned = new Set(((cg.assigned() || []).find(t => t.topic === this.input) || { partitions: [] }).partitions.map(Number))
+    for (const [p, e] of this.producers) {
+      if (!assigned.has(p)) {
+        // Given away: dropped without ending its transaction (the new owner's InitProducerId does).
+        this.producers.delete(p)
+        e.producer.disconnect().catch(() => {})
+      }
+    }
+    const resume = [...this.fencedParts].filter(p => assigned.has(p))
+    this.fencedParts.clear()
+    if (resume.length) this.consumer.resume([{ topic: this.input, partitions: resume }])
+    const waits = []
+    for (const p of assigned) {
+      if (!this.producers.has(p)) this.producers.set(p, this.newProducer(`${this.txnId}-${p}`))
+      waits.push(this.producers.get(p).ready.catch(() => {}))
+    }
+    // Bounded: a producer that could not initialise fails its partition's first transact.
+    await this.lib.within(Promise.all(waits), Date.now() + this.rt, 'InitProducerId on the assignment').catch(() => {})
   }
 
   identity() {
@@ -184,6 +221,7 @@ class Member {
     const { batch, isRunning, isStale } = payload
     // A batch fetched before a seek (a rewind) or queued across a stop is not handed out.
     if (this.closed || !isRunning() || isStale() || batch.messages.length === 0) return
+    if (this.fencedParts.has(batch.partition)) return
     const b = {
       payload,
       partition: batch.partition,
@@ -281,6 +319,14 @@ class Member {
       res.restart = true
       return res
     }
+    const part = b ? b.partition : offsetsPartition(req)
+    const entry = this.perPartition ? this.producers.get(part) : this.producers.get(-1)
+    if (!entry) {
+      fail('fenced', false, `no producer for input partition ${part}: it is not assigned to this member, or its producer was fenced`)
+      await this.rewind(res, b)
+      return res
+    }
+    const producer = entry.producer
     if (bounded && left === 0) {
       fail('client', false, "the call's deadline had passed: no transaction began")
       await this.rewind(res, b)
@@ -295,9 +341,9 @@ class Member {
     let step = 'InitProducerId'
     let txn
     try {
-      await within(this.ready, txnDeadline, step)
+      await within(entry.ready, txnDeadline, step)
       step = 'transaction'
-      txn = await within(this.producer.transaction(), txnDeadline, step)
+      txn = await within(producer.transaction(), txnDeadline, step)
       step = 'send'
       if (messages.length) await within(txn.send({ topic: this.output, messages, acks: -1, timeout: this.rt }), txnDeadline, step)
       step = 'sendOffsets'
@@ -309,6 +355,10 @@ class Member {
     } catch (e) {
       // No commit was asked: the transaction can only be aborted.
       fail(kindOf(e), false, `${step}: ${describe(e)}`)
+      if (this.perPartition && kindOf(e) === 'fenced') {
+        this.fenced(entry, part, b)
+        return res
+      }
       if (abandoned(e) || !txn) {
         // KafkaJS may still be working on the call (or never began a transaction): the producer
         // is given up, and its successor's InitProducerId ends whatever is open.
@@ -333,6 +383,10 @@ class Member {
       // next producer's InitProducerId ends what is open.
       const refused = this.lib.isProtocolError(e) && this.lib.COMMIT_REFUSED_CODES.has(this.lib.protocolCode(e))
       fail(kindOf(e), !refused, `commit: ${describe(e)}`)
+      if (this.perPartition && refused && kindOf(e) === 'fenced') {
+        this.fenced(entry, part, b)
+        return res
+      }
       this.giveUp(res, abandoned(e))
       return res
     }
@@ -387,6 +441,22 @@ class Member {
     }
   }
 
+  /**
+   * A partition's producer was fenced (txn_id_per_partition): a new owner took the partition's
+   * transactional id. The member drops the producer and stops reading the partition until the
+   * group assigns it again (joined), as fencecheck's plain member does; the batch ends unresolved.
+   */
+  fenced(entry, part, b) {
+    if (this.producers.get(part) === entry) this.producers.delete(part)
+    entry.producer.disconnect().catch(() => {})
+    this.fencedParts.add(part)
+    this.consumer.pause([{ topic: this.input, partitions: [part] }])
+    if (b && this.batch === b) {
+      b.outstanding = 0
+      this.endBatch(b, null)
+    }
+  }
+
   /** Gives the producer up for good: the member must be restarted. */
   giveUp(res, hard) {
     res.restart = true
@@ -400,11 +470,21 @@ class Member {
     if (this.batch) this.endBatch(this.batch, null)
     const bound = Math.min(this.rt, 3000)
     await Promise.race([
-      Promise.allSettled([this.consumer.disconnect(), this.producer.disconnect(), this.admin.disconnect()]),
+      Promise.allSettled([
+        this.consumer.disconnect(),
+        this.admin.disconnect(),
+        ...[...this.producers.values()].map(e => e.producer.disconnect()),
+      ]),
       new Promise(r => setTimeout(r, bound)),
     ])
     this.gate.kill(false)
   }
+}
+
+/** The input partition a transact's offsets name (the protocol's one batch is of one partition). */
+function offsetsPartition(req) {
+  const o = (req.offsets || [])[0]
+  return o ? Number(o.partition || 0) : -1
 }
 
 function isRebalanceError(e) {
