@@ -136,6 +136,7 @@ class Member {
     this.joinedGroup = null // KafkaJS's ConsumerGroup after its last join
     this.assigned = [] // the input partitions of the last join
     this.batch = null // the batch eachBatch is parked on
+    this.rebalancing = null // KafkaJS's error of a heartbeat that learned of a rebalance, until the next join
     this.waiters = [] // polls waiting for a batch
     this.failed = false // the producer failed for good: restart
     // InitProducerId fences the previous producer of the id (a restarted member's) and ends its
@@ -170,6 +171,7 @@ class Member {
   /** After each join of KafkaJS's consumer: its identity, and the partitions' producers. */
   async joined(cg) {
     this.joinedGroup = cg
+    this.rebalancing = null
     if (!this.perPartition) return
     const assigned = new Set(((cg.assigned() || []).find(t => t.topic === this.input) || { partitions: [] }).partitions.map(Number))
     for (const [p, e] of this.producers) {
@@ -222,6 +224,16 @@ class Member {
     // A batch fetched before a seek (a rewind) or queued across a stop is not handed out.
     if (this.closed || !isRunning() || isStale() || batch.messages.length === 0) return
     if (this.fencedParts.has(batch.partition)) return
+    // A batch KafkaJS queued before it learned of a rebalance (it hands the queued batches of
+    // its other fetchers to eachBatch while it stops them) is not handed out: the member
+    // rejoins first. The heartbeat() a KafkaJS user calls at a batch's start says the same.
+    if (this.rebalancing) throw this.rebalancing
+    try {
+      await payload.heartbeat()
+    } catch (e) {
+      if (isRebalanceError(e)) this.rebalancing = e
+      throw e
+    }
     const b = {
       payload,
       partition: batch.partition,
@@ -242,6 +254,7 @@ class Member {
       payload.heartbeat().catch(e => {
         if (!b.rebalance && isRebalanceError(e)) {
           b.rebalance = e
+          this.rebalancing = e
           if (b.outstanding === 0) this.endBatch(b, e)
         }
       })
@@ -284,6 +297,14 @@ class Member {
           }),
           ...b.identity,
         }
+      }
+      if (b && b.outstanding > 0) {
+        // Every record of the batch handed out and a poll again without a transact: the
+        // position moves past them, as above, and KafkaJS may fetch on.
+        b.outstanding = 0
+        b.payload.resolveOffset(b.records[b.records.length - 1].offset)
+        this.endBatch(b, b.rebalance)
+        continue
       }
       const left = deadline - Date.now()
       if (left <= 0 || this.closed) return { records: [], ...this.identity() }
