@@ -216,8 +216,8 @@ func TestSessionUnknownEndTxnEmbedded(t *testing.T) {
 // TestKafkaJSGroupIDOnlyOffsetsEmbedded runs regression/kafkajs-group-id-offsets through the
 // KafkaJS adapter on kfake: KafkaJS 2.2.4 sends its transaction's offsets with the group id
 // alone (TxnOffsetCommit v0-1), so with one transactional id per member the zombie's batch
-// commits after the group gave its partition away (invalid: eos-generation-fencing,
-// eos-no-duplicate). With one transactional id per input partition the new owner's
+// commits after the group gave its partition away (invalid: eos-no-duplicate, and
+// eos-generation-fencing or, when its offsets beat the new owner's fetch, eos-stable-fetch). With one transactional id per input partition the new owner's
 // InitProducerId fences the zombie, and the same run is valid. 12 s each, in parallel.
 func TestKafkaJSGroupIDOnlyOffsetsEmbedded(t *testing.T) {
 	if testing.Short() {
@@ -251,10 +251,16 @@ func TestKafkaJSGroupIDOnlyOffsetsEmbedded(t *testing.T) {
 			if out, err = untilCovered(t, s.Name, out, err, run); err != nil {
 				t.Fatal(err)
 			}
-			for _, g := range []string{checker.EOSGenerationFencing, checker.EOSNoDuplicate} {
-				if v := checkVerdict(out.Results, g); v != checker.VerdictInvalid {
-					t.Errorf("%s %s, want invalid: is KafkaJS's zombie fenced now? Then it sends its group's metadata (update docs/clients.md and internal/adapters' GroupIDOnly); run directory %s", g, v, out.Dir)
-				}
+			// The zombie's commit copies its batch twice. Which check names the cause depends on
+			// whether its offsets reached the group after the new owner's fetch (a superseded
+			// generation's offsets taken) or before it (a fetch that did not wait for them):
+			// both are KafkaJS's missing KIP-447, and the machine's load decides the order.
+			cause := checkVerdict(out.Results, checker.EOSGenerationFencing) == checker.VerdictInvalid ||
+				checkVerdict(out.Results, checker.EOSStableFetch) == checker.VerdictInvalid
+			if v := checkVerdict(out.Results, checker.EOSNoDuplicate); v != checker.VerdictInvalid || !cause {
+				t.Errorf("eos-no-duplicate %s, eos-generation-fencing %s, eos-stable-fetch %s; want a duplicate and one of the two invalid: "+
+					"is KafkaJS's zombie fenced now? Then it sends its group's metadata (update docs/clients.md and internal/adapters' GroupIDOnly); run directory %s",
+					v, checkVerdict(out.Results, checker.EOSGenerationFencing), checkVerdict(out.Results, checker.EOSStableFetch), out.Dir)
 			}
 		})
 	}
