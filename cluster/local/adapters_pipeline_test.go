@@ -38,7 +38,7 @@ func TestAdapterPipelineConformance(t *testing.T) {
 						t.Skipf("the %s adapter's member speaks %v only", client.Name, client.GroupProtocols)
 					}
 					// The Kafka lane is CI's long pole: kafka-clients' suite is its reference, and
-					// another adapter's suite on Kafka (KafkaJS's, 76 s) is a long test; each
+					// another adapter's suite on Kafka (KafkaJS's: 52 to 76 s) is a long test; each
 					// adapter's suite on kfake runs in make test (transport/lineproto).
 					if protocol != pipeline.ProtocolClassic || client.Name != "java" {
 						testenv.Long(t)
