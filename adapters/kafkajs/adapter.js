@@ -60,7 +60,12 @@ const readline = require('readline')
 const stdoutWrite = process.stdout.write.bind(process.stdout)
 for (const m of ['log', 'info', 'warn', 'debug', 'trace']) console[m] = console.error.bind(console)
 
-const { Kafka, logLevel: LEVELS, Partitioners } = require('kafkajs')
+const { Kafka, logLevel: LEVELS, Partitioners, CompressionTypes, CompressionCodecs } = require('kafkajs')
+// KafkaJS decodes gzip only; other codecs are plugins its users register. franz-go (the harness's
+// pipeline input and the conformance suite's) compresses batches with snappy by default, and
+// KafkaJS's consumer crashes on a batch it cannot decode ("Snappy compression not implemented"):
+// the snappy plugin KafkaJS's documentation names, pinned in package.json.
+CompressionCodecs[CompressionTypes.Snappy] = require('kafkajs-snappy')
 const KAFKAJS_VERSION = require('kafkajs/package.json').version
 // KafkaJS internals (no public API reads a partition outside a consumer group): see reads.
 const Cluster = require('kafkajs/src/cluster')
@@ -69,6 +74,8 @@ const ISOLATION_READ_COMMITTED = 1
 // What a fetch's request limit allows beyond its partition's: more than one batch (a batch may be
 // up to message.max.bytes, 1 MiB by default).
 const FETCH_BATCH_ROOM = 64 << 20
+
+const { startMember } = require('./pipeline')
 
 const VERSION = 1
 const NAME = `kafkajs ${KAFKAJS_VERSION} (node ${process.version}, fencecheck kafkajs adapter)`
@@ -295,6 +302,7 @@ let closed = false
 let readCluster = null // shared: the KafkaJS internal Cluster reads fetch through
 let sharedGate = null
 let plain = null // { producer, gate, ready }: registrations, idempotent, outside transactions
+let member = null // a pipeline adapter's one member (pipeline.js), after member_start
 const roles = new Map()
 
 /** One role's state in this process: at most one holding; acquire and writes in order. */
@@ -358,6 +366,48 @@ function release(rs, h, hard) {
   }
 }
 
+/**
+ * The client settings every KafkaJS client of this process shares (start's, and a pipeline
+ * member's member_start): the seeds, the client id, the request timeout and the retries.
+ */
+function configure({ bootstrap, clientId, rt }) {
+  Object.assign(config, {
+    bootstrap,
+    // A function (KafkaJS calls it whenever it picks a seed broker): a fresh random order each
+    // time. KafkaJS takes the seed at a counter that starts at 0 in every client and moves on to
+    // the next seed only after a KafkaJSConnectionError (cluster/brokerPool.js compares the
+    // error's name exactly), not after a KafkaJSConnectionClosedError, which is what a listener
+    // that accepts and then closes gives (the gateway, when its upstream dial is refused). With
+    // the list as given, every new producer retried the first seed until its retries ran out
+    // while the other brokers were reachable (a coordinator-partition run).
+    brokers: async () => shuffled(bootstrap),
+    clientId,
+    rt,
+    // KafkaJS has no rule tying its timeouts to the transaction timeout (kafka-clients refuses a
+    // request timeout above it; KafkaJS does not): the request timeout is request_timeout_ms.
+    connectionTimeout: Math.max(100, Math.min(1000, Math.floor(rt / 2))),
+    // KafkaJS refreshes metadata synchronously, before the call that finds it older than this,
+    // from a random broker: a short age puts a Metadata request (to a broker that may be paused
+    // or cut off) in front of most calls. It refreshes anyway after a moved leader or a
+    // connection error, and looks the transaction coordinator up on every transactional call
+    // (FindCoordinator each time, no cache), so the default age (5 min) is kept.
+    metadataMaxAge: Number(process.env.FENCECHECK_KAFKAJS_METADATA_MAX_AGE_MS) || 300000,
+    // Bounded retries with short backoffs: KafkaJS's defaults (5 retries, 300 ms doubling up to
+    // 30 s; an idempotent producer's retries unbounded) could outlast the request timeout.
+    retry: retryConfig(rt),
+  })
+}
+
+function retryConfig(rt = config.rt) {
+  return {
+    retries: 5,
+    initialRetryTime: 50,
+    maxRetryTime: Math.max(100, Math.min(1000, Math.floor(rt / 4))),
+    factor: 0.2,
+    multiplier: 2,
+  }
+}
+
 // ---- start ----
 
 async function start(c) {
@@ -386,40 +436,12 @@ async function start(c) {
   if (want !== 0 && want !== 1) {
     throw new CallError('invalid_config', false, `TransactionVersion: ${want} is not 0, 1 or 2`)
   }
+  configure({ bootstrap, clientId: c.client_id || 'fencecheck-kafkajs', rt })
   Object.assign(config, {
-    bootstrap,
-    // A function (KafkaJS calls it whenever it picks a seed broker): a fresh random order each
-    // time. KafkaJS takes the seed at a counter that starts at 0 in every client and moves on to
-    // the next seed only after a KafkaJSConnectionError (cluster/brokerPool.js compares the
-    // error's name exactly), not after a KafkaJSConnectionClosedError, which is what a listener
-    // that accepts and then closes gives (the gateway, when its upstream dial is refused). With
-    // the list as given, every new producer retried the first seed until its retries ran out
-    // while the other brokers were reachable (a coordinator-partition run).
-    brokers: async () => shuffled(bootstrap),
-    clientId: c.client_id || 'fencecheck-kafkajs',
     topic: String(c.topic),
-    rt,
     lease,
     fetchMaxWait: Math.max(1, Math.min(Number(c.fetch_max_wait_ms) || 100, rt)),
     fetchPartitionMax: Number(c.fetch_partition_max) > 0 ? Number(c.fetch_partition_max) : 1 << 20,
-    // KafkaJS has no rule tying its timeouts to the transaction timeout (kafka-clients refuses a
-    // request timeout above it; KafkaJS does not): the request timeout is request_timeout_ms.
-    connectionTimeout: Math.max(100, Math.min(1000, Math.floor(rt / 2))),
-    // KafkaJS refreshes metadata synchronously, before the call that finds it older than this,
-    // from a random broker: a short age puts a Metadata request (to a broker that may be paused
-    // or cut off) in front of most calls. It refreshes anyway after a moved leader or a
-    // connection error, and looks the transaction coordinator up on every transactional call
-    // (FindCoordinator each time, no cache), so the default age (5 min) is kept.
-    metadataMaxAge: Number(process.env.FENCECHECK_KAFKAJS_METADATA_MAX_AGE_MS) || 300000,
-    // Bounded retries with short backoffs: KafkaJS's defaults (5 retries, 300 ms doubling up to
-    // 30 s; an idempotent producer's retries unbounded) could outlast the request timeout.
-    retry: {
-      retries: 5,
-      initialRetryTime: 50,
-      maxRetryTime: Math.max(100, Math.min(1000, Math.floor(rt / 4))),
-      factor: 0.2,
-      multiplier: 2,
-    },
   })
   const deadline = Date.now() + rt
   sharedGate = newGate('reader')
@@ -777,6 +799,26 @@ function isAbortMarker(m) {
 
 // ---- dispatch ----
 
+/** What pipeline.js uses of this file. */
+function memberLib() {
+  return {
+    CallError,
+    KAFKAJS_VERSION,
+    COMMIT_REFUSED_CODES,
+    abandoned,
+    configure,
+    describe,
+    isProtocolError,
+    kafkaClient,
+    kindOf,
+    log,
+    newGate,
+    protocolCode,
+    retryConfig: () => retryConfig(),
+    within,
+  }
+}
+
 function bytes(b64) {
   return b64 == null ? null : Buffer.from(b64, 'base64')
 }
@@ -801,9 +843,34 @@ async function handle(req) {
       if (Number(req.version) !== VERSION) {
         throw new CallError('invalid_config', false, `hello: protocol version ${req.version}, this adapter speaks ${VERSION}`)
       }
-      return { version: VERSION, name: NAME, capabilities: ['gateway-token', 'no-describe'] }
+      return {
+        version: VERSION,
+        name: NAME,
+        capabilities: ['gateway-token', 'no-describe'],
+        workloads: ['leases', 'pipelines'],
+      }
     case 'start':
       return { transaction_version: await start(req.config || {}) }
+    case 'member_start':
+      if (member || started) throw new CallError('invalid_config', false, 'member_start: this adapter already started')
+      if (!req.pipeline || typeof req.pipeline !== 'object') {
+        throw new CallError('invalid_config', false, 'member_start without pipeline config')
+      }
+      member = await startMember(req.pipeline, memberLib())
+      return {}
+    case 'poll':
+    case 'transact':
+      if (!member) throw new CallError('invalid_config', false, `${op} before member_start`)
+      if (closed) throw new CallError('closed', false, 'member closed')
+      if (op === 'poll') {
+        try {
+          return await member.poll(Number(req.wait_ms || 0))
+        } catch (e) {
+          throw e instanceof CallError ? e : new CallError(kindOf(e), false, `poll: ${describe(e)}`)
+        }
+      }
+      // transact answers its outcome itself (ok, fail or unknown, restart).
+      return { raw: await member.transact(req) }
     default:
   }
   if (!started) throw new CallError('invalid_config', false, `${op} before start`)
@@ -840,6 +907,10 @@ function answer(id, resp) {
 async function serve(req) {
   try {
     const ok = await handle(req)
+    if (ok && ok.raw) {
+      answer(req.id, ok.raw)
+      return
+    }
     answer(req.id, { outcome: 'ok', ...ok })
   } catch (e) {
     if (e instanceof CallError) {
@@ -854,6 +925,7 @@ async function serve(req) {
 async function shutdown() {
   closed = true
   const waits = []
+  if (member) waits.push(member.close())
   for (const rs of roles.values()) {
     if (rs.held) {
       const h = rs.held

@@ -210,3 +210,44 @@ test("the adapter's shuffled seeds let a new client start at another seed", { ti
     await Promise.all([a.close(), b.close()])
   }
 })
+
+// ---- 4. no KIP-447: offsets by group id alone, fetched without require_stable ----
+
+test('KafkaJS sends a transaction\'s offsets with the group id alone (TxnOffsetCommit v0-1, no generation)', async () => {
+  const txnOffsetCommit = require('kafkajs/src/protocol/requests/txnOffsetCommit')
+  assert.deepEqual(
+    txnOffsetCommit.versions,
+    ['0', '1'],
+    `${KAFKAJS} defines TxnOffsetCommit ${txnOffsetCommit.versions}: v3+ carries the member id and generation (KIP-447); ` +
+      'if it sends them now, the pipeline member can send the group metadata: update docs/clients.md, adapters/kafkajs/README.md and internal/adapters (GroupIDOnly)'
+  )
+  // v1's encoding is transactional id, group id, producer id, epoch, offsets: nothing else.
+  const { request } = txnOffsetCommit.protocol({ version: 1 })({
+    transactionalId: 't',
+    groupId: 'g',
+    producerId: 7,
+    producerEpoch: 3,
+    topics: [{ topic: 'in', partitions: [{ partition: 0, offset: '5' }] }],
+  })
+  const b = (await request.encode()).buffer
+  const want = Buffer.concat([
+    Buffer.from([0, 1]), Buffer.from('t'), // transactional id
+    Buffer.from([0, 1]), Buffer.from('g'), // group id
+    Buffer.from([0, 0, 0, 0, 0, 0, 0, 7]), Buffer.from([0, 3]), // producer id, epoch
+    Buffer.from([0, 0, 0, 1, 0, 2]), Buffer.from('in'), Buffer.from([0, 0, 0, 1]), // one topic "in", one partition
+    Buffer.from([0, 0, 0, 0]), Buffer.from([0, 0, 0, 0, 0, 0, 0, 5]), Buffer.from([0xff, 0xff]), // 0, offset 5, null metadata
+  ])
+  assert.deepEqual(b, want, 'TxnOffsetCommit v1 as KafkaJS encodes it')
+  // The transaction's API takes a group id and offsets, no group metadata.
+  const src = require('node:fs').readFileSync(require.resolve('kafkajs/src/producer/eosManager/index.js'), 'utf8')
+  assert.match(src, /async sendOffsets\(\{ consumerGroupId, topics \}\)/)
+})
+
+test('KafkaJS fetches committed offsets without require_stable (OffsetFetch v1-4)', () => {
+  const offsetFetch = require('kafkajs/src/protocol/requests/offsetFetch')
+  assert.deepEqual(
+    offsetFetch.versions,
+    ['1', '2', '3', '4'],
+    `${KAFKAJS} defines OffsetFetch ${offsetFetch.versions}: require_stable is v7+ (KIP-447); update docs/clients.md if it sends it now`
+  )
+})

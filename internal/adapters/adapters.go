@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Client is one adapter and what its client can do.
@@ -24,6 +25,27 @@ type Client struct {
 	// Pipelines: the adapter serves the pipeline workload too (hello lists it;
 	// docs/exec-protocol.md). A suite skips a pipeline on the column of one that does not.
 	Pipelines bool
+	// GroupProtocols are the group protocols its pipeline member speaks (pipeline.Protocol*);
+	// nil: both, classic and consumer. A suite skips the others on its column.
+	GroupProtocols []string
+	// GroupIDOnlyArgs, when set, are the adapter's arguments that make its pipeline member add
+	// its offsets to a transaction with the group id alone (no member id, generation -1), an
+	// API its client offers beside the one that sends the group's metadata. A zombie of that
+	// member is not fenced by the group (KIP-447): the conformance suites run it too, with
+	// pipelinetest.Env.GroupIDOnly, which expects its zombie to commit.
+	GroupIDOnlyArgs []string
+	// GroupIDOnly: the client has no other way than the group id alone to add offsets to a
+	// transaction (KafkaJS 2.2.4's transaction.sendOffsets({consumerGroupId, topics}) sends
+	// TxnOffsetCommit v0-1, which has no member id or generation), so its pipeline member always
+	// does, and a zombie of it with one transactional id per member commits (KIP-447's group
+	// fence never applies). Its conformance suites run with pipelinetest.Env.GroupIDOnly, which
+	// requires exactly that and fails if the client ever sends the group's metadata.
+	GroupIDOnly bool
+}
+
+// ServesProtocol reports whether the client's pipeline member speaks the group protocol.
+func (c Client) ServesProtocol(protocol string) bool {
+	return c.GroupProtocols == nil || slices.Contains(c.GroupProtocols, protocol)
 }
 
 // Clients are the adapters in adapters/, in the order the docs list them.
@@ -31,7 +53,9 @@ var Clients = []Client{
 	{Name: "java", Pipelines: true},
 	{Name: "librdkafka", TransactionVersion: 1},
 	{Name: "sarama", TransactionVersion: 1},
-	{Name: "kafkajs", TransactionVersion: 1},
+	// KafkaJS has no KIP-848 consumer and adds offsets by group id only
+	// (adapters/kafkajs/README.md, "Pipelines").
+	{Name: "kafkajs", TransactionVersion: 1, Pipelines: true, GroupProtocols: []string{"classic"}, GroupIDOnly: true},
 	// krabka follows the cluster's transaction.version, as kafka-clients does. Its cold build
 	// compiles about 380 crates, so make test does not build it yet (mk/krabka-adapter.mk).
 	{Name: "krabka", Optional: true},
