@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Client is one adapter and what its client can do.
@@ -24,13 +25,30 @@ type Client struct {
 	// Pipelines: the adapter serves the pipeline workload too (hello lists it;
 	// docs/exec-protocol.md). A suite skips a pipeline on the column of one that does not.
 	Pipelines bool
+	// GroupProtocols are the group protocols its pipeline member speaks (pipeline.Protocol*);
+	// nil: both, classic and consumer. A suite skips the others on its column.
+	GroupProtocols []string
+	// GroupIDOnlyArgs, when set, are the adapter's arguments that make its pipeline member add
+	// its offsets to a transaction with the group id alone (no member id, generation -1), an
+	// API its client offers beside the one that sends the group's metadata. A zombie of that
+	// member is not fenced by the group (KIP-447): the conformance suites run it too, with
+	// pipelinetest.Env.GroupIDOnly, which expects its zombie to commit.
+	GroupIDOnlyArgs []string
+}
+
+// ServesProtocol reports whether the client's pipeline member speaks the group protocol.
+func (c Client) ServesProtocol(protocol string) bool {
+	return c.GroupProtocols == nil || slices.Contains(c.GroupProtocols, protocol)
 }
 
 // Clients are the adapters in adapters/, in the order the docs list them.
 var Clients = []Client{
 	{Name: "java", Pipelines: true},
 	{Name: "librdkafka", TransactionVersion: 1},
-	{Name: "sarama", TransactionVersion: 1},
+	// Sarama has no KIP-848 consumer; its producer offers both AddOffsetsToTxn(offsets, groupID)
+	// and AddOffsetsToTxnWithGroupMetadata (adapters/sarama/README.md, "Pipelines").
+	{Name: "sarama", TransactionVersion: 1, Pipelines: true, GroupProtocols: []string{"classic"},
+		GroupIDOnlyArgs: []string{"--offsets", "group-id"}},
 	{Name: "kafkajs", TransactionVersion: 1},
 	// krabka follows the cluster's transaction.version, as kafka-clients does. Its cold build
 	// compiles about 380 crates, so make test does not build it yet (mk/krabka-adapter.mk).

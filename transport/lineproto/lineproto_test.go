@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -508,11 +509,21 @@ func TestAdapterPipelineConformance(t *testing.T) {
 			defer c.Close()
 			for _, protocol := range []string{pipeline.ProtocolClassic, pipeline.ProtocolConsumer} {
 				t.Run(protocol, func(t *testing.T) {
+					if !client.ServesProtocol(protocol) {
+						t.Skipf("the %s adapter's member speaks %v only", client.Name, client.GroupProtocols)
+					}
 					if protocol != pipeline.ProtocolClassic {
 						testenv.Long(t)
 					}
 					pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: pipeline.KindPlain, Protocol: protocol,
 						New: AdapterMember(argv)})
+				})
+			}
+			if client.GroupIDOnlyArgs != nil {
+				// The same member adding its offsets by group id alone: its zombie commits.
+				t.Run("group-id-only/classic", func(t *testing.T) {
+					pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: pipeline.KindPlain,
+						Protocol: pipeline.ProtocolClassic, GroupIDOnly: true, New: AdapterMember(append(slices.Clone(argv), client.GroupIDOnlyArgs...))})
 				})
 			}
 		})
