@@ -29,6 +29,9 @@ import (
 // the group coordinator does not fence (KIP-447). It fails if a Sarama release changes either
 // (docs/clients.md, "Pipelines through Sarama").
 func TestSaramaTxnOffsetCommitOnTheWire(t *testing.T) {
+	if testenv.Race {
+		t.Skip("under -race: the plain run covers it (the adapter is another process)")
+	}
 	argv := testenv.Adapter(t, "sarama")
 	client, _ := adapters.Lookup("sarama")
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(pipelinetest.KfakeBrokerConfigs()))
