@@ -9,6 +9,12 @@
 // transactionManager), so the adapter announces the gateway-token capability: the harness
 // reads the pair from the InitProducerId answer its gateway relayed to this adapter. Writes
 // run BeginTxn, sends, CommitTxn on the producer of the holding; any failed write drops it.
+//
+// The adapter serves the pipeline workload too (hello lists leases and pipelines): after
+// member_start the process is one consumer-group member (member.go). Its flag --offsets
+// group-id makes that member add its offsets to a transaction by group id alone
+// (AddOffsetsToTxn), which the group coordinator does not fence; the default sends the
+// session's generation (AddOffsetsToTxnWithGroupMetadata).
 package main
 
 import (
