@@ -24,6 +24,9 @@ RELEASES=${RELEASES:-4.1.2 4.3.1 4.3.2 4.4.0}
 mkdir -p "$OUT" bin
 $GO build -o bin/fencecheck ./cmd/fencecheck || exit 255
 $GO build -race -o bin/fencecheck-race ./cmd/fencecheck || exit 255
+# group-id-zombie runs through the Sarama adapter (Go module proxy, go.sum), the kafkajs
+# group through the KafkaJS adapter (npm, package-lock.json).
+${MAKE:-make} -s sarama-adapter kafkajs-adapter || exit 255
 
 if [ "$KAFKA" = 1 ]; then
 	for v in $RELEASES; do
@@ -38,7 +41,7 @@ locked() {
 echo "== the regressions suite (scenario runs)"
 systems=""
 if [ "$KAFKA" != 1 ]; then
-	systems="--system kfake-tv2 --system kfake-tv1 --system kfake-no-warm-up"
+	systems="--system kfake-tv2 --system kfake-tv1 --system kfake-no-warm-up --system kfake-sarama-group-id --system kfake-sarama --system kfake-kafkajs"
 fi
 lock=""
 if [ -n "$LOCK" ]; then lock="--lock $LOCK"; fi
@@ -47,6 +50,7 @@ rm -rf "$OUT/race" "$OUT/rest" "$OUT/all"
 bin/fencecheck-race suite regressions --group race $systems --out "$OUT/race"
 # shellcheck disable=SC2086
 bin/fencecheck suite regressions --group late --group commit-after-timeout-abort --group deposed-coordinator \
+	--group pipeline --group group-id-zombie --group kafkajs \
 	$systems $lock --out "$OUT/rest"
 bin/fencecheck suite merge "$OUT/race" "$OUT/rest" --out "$OUT/all"
 echo "suite: $OUT/all/index.html"

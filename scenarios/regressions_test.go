@@ -13,6 +13,8 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/adapters"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 )
@@ -280,4 +282,43 @@ func failedTxns(t *testing.T, out *harness.Outcome) int {
 		}
 	}
 	return n
+}
+
+// TestGroupIDZombieEmbedded runs regression/group-id-zombie on kfake through the Sarama
+// adapter adding its offsets by group id alone (--offsets group-id, internal/adapters'
+// GroupIDOnlyArgs): its zombie commits the batch it held past the rebalance (invalid:
+// eos-generation-fencing, eos-no-duplicate). Through the adapter's default, which sends its
+// session's generation, the zombie is fenced (valid). A long test (20 s a run): make test
+// covers both through the Sarama adapter's pipeline conformance suite on kfake
+// (transport/lineproto), whose zombie test requires the group-id member's zombie to commit
+// (pipelinetest.Env.GroupIDOnly) and the default member's to be fenced.
+func TestGroupIDZombieEmbedded(t *testing.T) {
+	testenv.Long(t)
+	t.Parallel()
+	sarama := adapterTransport(t, "sarama")
+	client, _ := adapters.Lookup("sarama")
+	s, _, err := scenarios.Regression("regression/group-id-zombie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupID := sarama + " " + strings.Join(client.GroupIDOnlyArgs, " ")
+	out, err := harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 1, Transport: groupID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{checker.EOSGenerationFencing, checker.EOSNoDuplicate} {
+		if v := checkVerdict(out.Results, g); v != checker.VerdictInvalid {
+			t.Errorf("Sarama by group id: %s %s, want invalid (the zombie commits); run directory %s", g, v, out.Dir)
+		}
+	}
+	t.Run("group metadata", func(t *testing.T) {
+		run := func() (*harness.Outcome, error) {
+			return harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 1, Transport: sarama})
+		}
+		out, err := run()
+		out, err = untilCovered(t, "group-id-zombie, Sarama's default", out, err, run)
+		if err != nil || out.Results.Verdict != checker.VerdictValid {
+			t.Errorf("Sarama with its session's metadata: %v %v, want valid; run directory %s", out.Results.Verdict, err, out.Dir)
+		}
+	})
 }

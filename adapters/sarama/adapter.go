@@ -56,6 +56,9 @@ type adapter struct {
 
 	adminMu sync.Mutex
 	admin   sarama.ClusterAdmin
+
+	offsets offsetsAPI // --offsets: how a pipeline member adds its offsets to a transaction
+	member  *member    // the pipeline member, after member_start (member.go)
 }
 
 // roleState is this process's view of one role: at most one holding.
@@ -623,6 +626,9 @@ func (a *adapter) shutdown() {
 	if !a.closed.CompareAndSwap(false, true) {
 		return
 	}
+	if a.member != nil {
+		a.member.close()
+	}
 	a.mu.Lock()
 	var hs []*holding
 	for _, rs := range a.roles {
@@ -719,6 +725,12 @@ func kafkaErrorName(ke sarama.KError) string {
 		return "TRANSACTIONAL_ID_NOT_FOUND"
 	case sarama.ErrUnsupportedVersion:
 		return "UNSUPPORTED_VERSION"
+	case sarama.ErrIllegalGeneration:
+		return "ILLEGAL_GENERATION"
+	case sarama.ErrUnknownMemberId:
+		return "UNKNOWN_MEMBER_ID"
+	case sarama.ErrUnstableOffsetCommit:
+		return "UNSTABLE_OFFSET_COMMIT"
 	}
 	return ""
 }
@@ -728,7 +740,10 @@ func kindOf(err error) string {
 	var ne net.Error
 	switch {
 	case errors.Is(err, sarama.ErrProducerFenced), errors.Is(err, sarama.ErrInvalidProducerEpoch),
-		errors.Is(err, sarama.ErrInvalidTxnState):
+		errors.Is(err, sarama.ErrInvalidTxnState),
+		// The group coordinator's refusal of a superseded member's offsets (KIP-447).
+		errors.Is(err, sarama.ErrIllegalGeneration), errors.Is(err, sarama.ErrUnknownMemberId),
+		errors.Is(err, sarama.ErrFencedInstancedId):
 		return kindFenced
 	case errors.Is(err, sarama.ErrOutOfBrokers), errors.Is(err, sarama.ErrNotConnected),
 		errors.Is(err, sarama.ErrClosedClient), errors.Is(err, sarama.ErrShuttingDown),

@@ -9,6 +9,12 @@
 // transactionManager), so the adapter announces the gateway-token capability: the harness
 // reads the pair from the InitProducerId answer its gateway relayed to this adapter. Writes
 // run BeginTxn, sends, CommitTxn on the producer of the holding; any failed write drops it.
+//
+// The adapter serves the pipeline workload too (hello lists leases and pipelines): after
+// member_start the process is one consumer-group member (member.go). Its flag --offsets
+// group-id makes that member add its offsets to a transaction by group id alone
+// (AddOffsetsToTxn), which the group coordinator does not fence; the default sends the
+// session's generation (AddOffsetsToTxnWithGroupMetadata).
 package main
 
 import (
@@ -19,7 +25,9 @@ import (
 	"log"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -39,8 +47,39 @@ func main() {
 		sarama.DebugLogger = log.New(os.Stderr, "sarama debug: ", log.LstdFlags|log.Lmicroseconds)
 	}
 	a := newAdapter(os.Stdout)
+	api, err := parseArgs(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fencecheck-sarama-adapter: %v\n", err)
+		os.Exit(2)
+	}
+	a.offsets = api
 	a.run(os.Stdin)
 	os.Exit(0)
+}
+
+// parseArgs reads the adapter's flags: --offsets metadata (the default: a pipeline member adds
+// its offsets to the transaction with its session's member id and generation,
+// AddOffsetsToTxnWithGroupMetadata) or --offsets group-id (with the group id alone,
+// AddOffsetsToTxn: the group coordinator cannot fence a zombie by its generation).
+func parseArgs(args []string) (offsetsAPI, error) {
+	api := offsetsGroupMetadata
+	for i := 0; i < len(args); i++ {
+		v, ok := strings.CutPrefix(args[i], "--offsets=")
+		if !ok && args[i] == "--offsets" && i+1 < len(args) {
+			v, ok = args[i+1], true
+			i++
+		}
+		if !ok {
+			return "", fmt.Errorf("unknown argument %q (want --offsets metadata or --offsets group-id)", args[i])
+		}
+		switch offsetsAPI(v) {
+		case offsetsGroupMetadata, offsetsGroupID:
+			api = offsetsAPI(v)
+		default:
+			return "", fmt.Errorf("--offsets %q: want metadata or group-id", v)
+		}
+	}
+	return api, nil
 }
 
 // saramaVersion is the version of github.com/IBM/sarama linked in, for hello's name.
@@ -70,7 +109,8 @@ func (a *adapter) run(stdin io.Reader) {
 				logf("malformed request line %q: %v", line, jerr)
 			} else {
 				switch req.Op {
-				case "hello", "start":
+				case "hello", "start", "member_start", "poll", "transact":
+					// A member's calls come one at a time, in order.
 					a.answer(&req, a.handle(&req)) // in order, before anything else
 				case "close":
 					calls.Wait() // every other call answered first
@@ -130,8 +170,38 @@ func errResp(e *callError) *response { return &response{Error: e} }
 func (a *adapter) handle(req *request) *response {
 	switch req.Op {
 	case "hello":
-		return &response{Version: protocolVersion, Name: "sarama " + saramaVersion() + " (go adapter)",
-			Capabilities: []string{"gateway-token"}}
+		name := "sarama " + saramaVersion() + " (go adapter)"
+		if a.offsets == offsetsGroupID {
+			name += ", offsets by group id"
+		}
+		return &response{Version: protocolVersion, Name: name,
+			Capabilities: []string{"gateway-token"}, Workloads: []string{"leases", "pipelines"}}
+	case "member_start":
+		if req.Pipeline == nil {
+			return errResp(fail(kindInvalidConfig, "member_start without pipeline"))
+		}
+		if a.started.Load() || a.member != nil {
+			return errResp(fail(kindInvalidConfig, "member_start: already started"))
+		}
+		m, err := startMember(req.Pipeline, a.offsets)
+		if err != nil {
+			return errResp(err)
+		}
+		a.member = m
+		return &response{}
+	case "poll", "transact":
+		if a.member == nil {
+			return errResp(fail(kindInvalidConfig, req.Op+" before member_start"))
+		}
+		if req.Op == "poll" {
+			recs, id, gen := a.member.poll(time.Duration(req.WaitMS) * time.Millisecond)
+			if recs == nil {
+				recs = []read{}
+			}
+			return &response{Records: &recs, MemberID: id, Generation: &gen}
+		}
+		r := a.member.transact(req.Offsets, req.Outputs, req.MemberID, generationOf(req), req.TimeoutMS)
+		return &response{Error: r.err, Restart: r.restart}
 	case "start":
 		if req.Config == nil {
 			return errResp(fail(kindInvalidConfig, "start without config"))
@@ -196,4 +266,11 @@ func (a *adapter) handle(req *request) *response {
 		return &response{Held: a.holding(req.Role) != nil}
 	}
 	return errResp(fail(kindInvalidConfig, fmt.Sprintf("unknown op %q", req.Op)))
+}
+
+func generationOf(req *request) int32 {
+	if req.Generation == nil {
+		return -1
+	}
+	return *req.Generation
 }

@@ -18,6 +18,14 @@ type request struct {
 	Key       []byte  `json:"key,omitempty"`
 	Value     []byte  `json:"value,omitempty"`
 	Records   []write `json:"records,omitempty"` // write_fenced
+
+	Pipeline   *memberConfig `json:"pipeline,omitempty"`   // member_start
+	WaitMS     int64         `json:"wait_ms,omitempty"`    // poll
+	TimeoutMS  *int64        `json:"timeout_ms,omitempty"` // transact: the time left; 0: none
+	Offsets    []offset      `json:"offsets,omitempty"`    // transact
+	Outputs    []output      `json:"outputs,omitempty"`    // transact
+	MemberID   string        `json:"member_id,omitempty"`  // transact: the batch's
+	Generation *int32        `json:"generation,omitempty"` // transact: the batch's
 	// lease (write_lease) is not read: the record's bytes carry it, and the harness checks the
 	// token against the holding it recorded (gateway-token).
 }
@@ -34,7 +42,11 @@ type response struct {
 	Token              *token   `json:"token,omitempty"`
 	Held               bool     `json:"held,omitempty"`
 	JoinSeq            *int64   `json:"join_seq,omitempty"`
-	Records            *[]read  `json:"records,omitempty"`
+	Records            *[]read  `json:"records,omitempty"`   // read_role, poll
+	Workloads          []string `json:"workloads,omitempty"` // hello
+	MemberID           string   `json:"member_id,omitempty"` // poll
+	Generation         *int32   `json:"generation,omitempty"`
+	Restart            bool     `json:"restart,omitempty"` // transact: the member cannot go on
 }
 
 // callError is a failed call: the protocol's kind, its message, and whether the call may
@@ -72,10 +84,12 @@ type write struct {
 	Value     []byte `json:"value,omitempty"`
 }
 
+// read is a committed record of read_role, or a polled record of poll (with its partition).
 type read struct {
-	Offset int64  `json:"offset"`
-	Key    []byte `json:"key,omitempty"`
-	Value  []byte `json:"value,omitempty"`
+	Partition int32  `json:"partition,omitempty"`
+	Offset    int64  `json:"offset"`
+	Key       []byte `json:"key,omitempty"`
+	Value     []byte `json:"value,omitempty"`
 }
 
 // The error kinds of the protocol.

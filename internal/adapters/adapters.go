@@ -52,7 +52,10 @@ func (c Client) ServesProtocol(protocol string) bool {
 var Clients = []Client{
 	{Name: "java", Pipelines: true},
 	{Name: "librdkafka", TransactionVersion: 1},
-	{Name: "sarama", TransactionVersion: 1},
+	// Sarama has no KIP-848 consumer; its producer offers both AddOffsetsToTxn(offsets, groupID)
+	// and AddOffsetsToTxnWithGroupMetadata (adapters/sarama/README.md, "Pipelines").
+	{Name: "sarama", TransactionVersion: 1, Pipelines: true, GroupProtocols: []string{"classic"},
+		GroupIDOnlyArgs: []string{"--offsets", "group-id"}},
 	// KafkaJS has no KIP-848 consumer and adds offsets by group id only
 	// (adapters/kafkajs/README.md, "Pipelines").
 	{Name: "kafkajs", TransactionVersion: 1, Pipelines: true, GroupProtocols: []string{"classic"}, GroupIDOnly: true},

@@ -37,3 +37,18 @@ func TestCheckBuilt(t *testing.T) {
 		t.Fatalf("Root %q holds no adapters/java: %v", root, err)
 	}
 }
+
+// ServesProtocol: a client that names its group protocols serves those only; one that names
+// none serves both. Sarama has no KIP-848 consumer.
+func TestServesProtocol(t *testing.T) {
+	sarama, ok := Lookup("sarama")
+	if !ok || !sarama.Pipelines {
+		t.Fatalf("Lookup(sarama) = %+v, %v; want the Sarama adapter, serving pipelines", sarama, ok)
+	}
+	if !sarama.ServesProtocol("classic") || sarama.ServesProtocol("consumer") {
+		t.Errorf("Sarama serves classic %v, consumer %v; want classic only", sarama.ServesProtocol("classic"), sarama.ServesProtocol("consumer"))
+	}
+	if java, _ := Lookup("java"); !java.ServesProtocol("classic") || !java.ServesProtocol("consumer") {
+		t.Errorf("the Java adapter names no group protocols, so it serves both; got %+v", java.GroupProtocols)
+	}
+}

@@ -48,7 +48,7 @@ func TestBadSuiteFiles(t *testing.T) {
 // link scenarios and the pipelines that fault no broker, gives the others their own, and
 // skips isolate-broker and the pipeline's broker kills on kfake with the reason.
 // TestMatrixSkipsPipelinesOnAdapters: the matrix's pipelines run on its cluster columns and
-// on the columns of an adapter that serves them (internal/adapters: the Java adapter), and are
+// on the columns of an adapter that serves them (internal/adapters: Java, Sarama), and are
 // skipped, with the reason, on the columns of an adapter that serves leases only.
 func TestMatrixSkipsPipelinesOnAdapters(t *testing.T) {
 	f, err := Find("matrix")

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -488,19 +489,21 @@ func TestPipelineConformanceThroughTheProtocol(t *testing.T) {
 // adapters/ that serves pipelines (internal/adapters), one adapter process per member, on
 // kfake. An adapter serves one member of its own, as fencecheck's plain member does (pause
 // points before its offsets and its commit, seen on the wire): the suite runs it as that
-// kind, and any other kind is refused. make test runs the classic protocol; the consumer
-// protocol is a long test. cluster/local's test of the same name runs them on Apache Kafka.
+// kind, and any other kind is refused. make test runs the classic protocol, and an adapter's
+// member that adds its offsets by group id alone (GroupIDOnlyArgs: Sarama's) with
+// pipelinetest.Env.GroupIDOnly; the consumer protocol is a long test, and a protocol the
+// adapter's member does not speak is skipped. cluster/local's test of the same name runs them
+// on Apache Kafka. Under the race detector only Sarama's member runs (10 s, a JVM's 35 s), as
+// in TestAdapterConformance: the race-checked side is the test process's, the same for every
+// adapter.
 func TestAdapterPipelineConformance(t *testing.T) {
 	for _, client := range adapters.Clients {
 		if !client.Pipelines {
 			continue
 		}
 		t.Run(client.Name, func(t *testing.T) {
-			if testenv.Race && client.Name != "java" {
-				// make test's light lane runs ./transport/... again with -race: the harness's
-				// side of a pipeline adapter is the same for every adapter, and the Java
-				// adapter's suite race-checks it; the plain run covers this adapter.
-				t.Skip("under -race only the Java adapter's pipeline suite: the plain run covers this one")
+			if testenv.Race && client.Name != "sarama" {
+				t.Skip("under -race only Sarama's adapter: the plain run covers this one, TestPipelineConformanceThroughTheProtocol the protocol's race-checked side")
 			}
 			argv := testenv.Adapter(t, client.Name)
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
@@ -523,6 +526,16 @@ func TestAdapterPipelineConformance(t *testing.T) {
 					pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: pipeline.KindPlain, Protocol: protocol,
 						GroupIDOnly: client.GroupIDOnly,
 						New:         AdapterMember(argv)})
+				})
+			}
+			if client.GroupIDOnlyArgs != nil {
+				// The same member adding its offsets by group id alone: its zombie commits.
+				t.Run("group-id-only/classic", func(t *testing.T) {
+					if testenv.Race {
+						t.Skip("under -race: the plain run covers it")
+					}
+					pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: pipeline.KindPlain,
+						Protocol: pipeline.ProtocolClassic, GroupIDOnly: true, New: AdapterMember(append(slices.Clone(argv), client.GroupIDOnlyArgs...))})
 				})
 			}
 		})

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
@@ -357,4 +359,56 @@ type pollCounter struct {
 func (p pollCounter) Poll(ctx context.Context) (pipe.Batch, error) {
 	p.n.Add(1)
 	return p.Member.Poll(ctx)
+}
+
+// TestNewWaitsForTheGroupCoordinator: New returns only once the run's group coordinator
+// answers, so that a fresh cluster's creation and loading of __consumer_offsets is not spent
+// inside the run (on Kafka 4.1.2 at a load average of 26 it took 7 s, and a freeze scheduled
+// at 2 s found no owner of in0). Here the embedded cluster answers every OffsetFetch
+// COORDINATOR_LOAD_IN_PROGRESS for its first 600 ms, as a loading coordinator does.
+func TestNewWaitsForTheGroupCoordinator(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := embedded.New(ctx, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	const loading = 600 * time.Millisecond
+	kc := c.Kfake()
+	var start atomic.Int64
+	var refused, answered atomic.Int64
+	kc.ControlKey(int16(kmsg.OffsetFetch), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		if s := start.Load(); s == 0 || time.Since(time.Unix(0, s)) >= loading {
+			answered.Add(1)
+			return nil, nil, false // kfake answers
+		}
+		refused.Add(1)
+		req := r.(*kmsg.OffsetFetchRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		for _, g := range req.Groups {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, kerr.CoordinatorLoadInProgress.Code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp, nil, true
+	})
+	w, err := history.Open(filepath.Join(t.TempDir(), "history.jsonl"), history.WriterOptions{FlushInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	start.Store(time.Now().UnixNano())
+	wl, err := pipeline.New(ctx, pipeline.Config{Member: "plain"}, c, w, pipeline.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Close()
+	took := time.Since(time.Unix(0, start.Load()))
+	if refused.Load() == 0 || answered.Load() == 0 || took < loading {
+		t.Fatalf("New returned after %v: %d OffsetFetch answered loading, %d answered; want New to wait until the group's coordinator answers (%v)",
+			took, refused.Load(), answered.Load(), loading)
+	}
 }
