@@ -559,7 +559,11 @@ type MarkerRetryResult struct {
 	Final               string
 	Commits, Aborts     int  // the markers of the producer in the partition's log
 	RetryLogged         bool // the leader logged KAFKA-19999's "Idempotent transaction marker retry detected"
-	Successor           string
+	// Retried: the retried marker reached the partition, written again (a third commit
+	// marker of the producer: the first transaction's, the second's and its retry) or
+	// recognised by the fix.
+	Retried   bool
+	Successor string
 	// Hung: the transaction stayed in PrepareCommit, or the successor could not acquire the
 	// transactional id (KAFKA-19999).
 	Hung bool
@@ -567,7 +571,7 @@ type MarkerRetryResult struct {
 
 // String says what a MarkerRetryResult measured, on one line.
 func (m MarkerRetryResult) String() string {
-	return fmt.Sprintf("TV%d, leader b%d, coordinator b%d, transaction (%d, %d): the leader ended it %v after the EndTxn; states %s; commit markers in the log %d (aborts %d); retry logged by the fix: %v; successor's InitProducerId %s",
+	return fmt.Sprintf("TV%d, leader b%d, coordinator b%d, transaction (%d, %d): the leader ended it %v after the EndTxn; states %s; commit markers of the producer in the log %d (aborts %d); retry logged by the fix: %v; successor's InitProducerId %s",
 		m.TV, m.Leader, m.Coordinator, m.Token[0], m.Token[1], m.FirstMarker.Round(time.Millisecond), strings.Join(m.States, " → "),
 		m.Commits, m.Aborts, m.RetryLogged, m.Successor)
 }
@@ -598,7 +602,26 @@ func MarkerRetry(t *testing.T, c cluster.Cluster) MarkerRetryResult {
 			t.Fatalf("AddPartitionsToTxn: %v %s", err, codeName(code))
 		}
 	}
-	if code, err := s.produce(id, epoch, 0, "committed"); err != nil || code != 0 {
+	// One whole transaction first, so that the coordinator's connection for markers to the
+	// leader is open before the leader's answers are dropped (a new connection would wait for
+	// its ApiVersions answer, and the first marker would not be sent at all).
+	if code, err := s.produce(id, epoch, 0, "first"); err != nil || code != 0 {
+		t.Fatalf("the first transaction's produce: %v %s", err, codeName(code))
+	}
+	if code, err := s.endTxn(id, epoch, true); err != nil || code != 0 {
+		t.Fatalf("the first transaction's commit: %v %s", err, codeName(code))
+	}
+	if states, ok := s.awaitState("CompleteCommit", 30*time.Second); !ok {
+		t.Fatalf("the first transaction did not complete: %v", states)
+	}
+	seq := int32(1)
+	if s.tv >= 2 {
+		epoch, seq = epoch+1, 0 // TV2: the commit bumped the epoch, and a new epoch starts at sequence 0
+	} else if code, err := s.addPartition(id, epoch); err != nil || code != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v %s", err, codeName(code))
+	}
+	m.Token = [2]int64{id, int64(epoch)}
+	if code, err := s.produce(id, epoch, seq, "committed"); err != nil || code != 0 {
 		t.Fatalf("transactional produce: %v %s", err, codeName(code))
 	}
 	toLeader := s.peerLinks(s.coordinator, s.leader)
@@ -637,14 +660,15 @@ func MarkerRetry(t *testing.T, c cluster.Cluster) MarkerRetryResult {
 	if _, err := Eventually(30*time.Second, func() error {
 		var err error
 		m.Commits, m.Aborts, err = s.markers(id)
-		if err == nil && m.Commits < 2 && m.Final == "CompleteCommit" {
-			err = fmt.Errorf("%d commit markers up to the high watermark", m.Commits)
+		if err == nil && m.Commits < 3 && m.Final == "CompleteCommit" {
+			err = fmt.Errorf("%d commit markers up to the high watermark, want 3 (the first transaction's, the second's and its retry)", m.Commits)
 		}
 		return err
 	}); err != nil {
 		t.Logf("markers: %v", err)
 	}
 	m.RetryLogged = strings.Contains(brokerLog(c, s.leader)[before:], "Idempotent transaction marker retry detected for producer "+fmt.Sprint(id))
+	m.Retried = m.Commits >= 3 || m.RetryLogged
 	// A successor, as the next holder of the transactional id: InitProducerId, retried while
 	// the coordinator answers that the transaction is still completing.
 	var answers []string
@@ -682,7 +706,8 @@ func appendError(log string, from int, topic string) string {
 	}
 	lines := strings.Split(log[from:], "\n")
 	for i, line := range lines {
-		if !strings.Contains(line, "Error processing append operation on partition "+topic+"-0") {
+		// 4.x names the partition with its topic id: "partition <id>:<topic>-0".
+		if !strings.Contains(line, "Error processing append operation on partition ") || !strings.Contains(line, topic+"-0") {
 			continue
 		}
 		for _, next := range lines[i+1 : min(i+3, len(lines))] {
