@@ -144,6 +144,37 @@ func TestCommitAfterTimeoutAbortEmbedded(t *testing.T) {
 	}
 }
 
+// TestProduceAfterTimeoutAbortEmbedded runs regression/produce-after-timeout-abort on kfake:
+// the holder's Produce reaches the broker 4 s late, after the coordinator aborted its
+// transaction on the 2 s timeout. The run must be valid and the late Produce must have
+// reached the broker (its answer is logged: kfake's is not Kafka's, docs/regressions.md). 16 s.
+func TestProduceAfterTimeoutAbortEmbedded(t *testing.T) {
+	out := runRegression(t, "regression/produce-after-timeout-abort", 1)
+	if out.Results.Verdict != checker.VerdictValid {
+		t.Fatalf("produce-after-timeout-abort: %s; run directory %s", out.Results.Verdict, out.Dir)
+	}
+	got := lateDeliveries(t, out)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "produce of p1 after a 4s delay: ") {
+		t.Fatalf("late deliveries %q, want the delayed Produce of p1; run directory %s", got, out.Dir)
+	}
+	t.Logf("kfake: %s", got[0])
+}
+
+// TestMarkerRetryEmbedded runs regression/marker-retry on kfake: r1's coordinator restarts
+// twice while its holders commit; both restarts take hold and r1 is held again after them
+// (the handoff promise), so the run is valid. 30 s.
+func TestMarkerRetryEmbedded(t *testing.T) {
+	out := runRegression(t, "regression/marker-retry", 1)
+	if out.Results.Verdict != checker.VerdictValid {
+		for _, r := range append(out.Results.Checks, out.Results.Coverage...) {
+			if r.Verdict != checker.VerdictValid {
+				t.Errorf("%s: %s %v", r.Name, r.Verdict, r.Details)
+			}
+		}
+		t.Fatalf("marker-retry: %s; run directory %s", out.Results.Verdict, out.Dir)
+	}
+}
+
 // runRegression runs the built-in regression name on its own cluster with seed, in parallel
 // with the other tests that do (embedded runs mostly wait on lease timers); not in -short.
 func runRegression(t *testing.T, name string, seed uint64) *harness.Outcome {
