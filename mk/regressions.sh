@@ -49,7 +49,7 @@ rm -rf "$OUT/race" "$OUT/rest" "$OUT/all"
 # shellcheck disable=SC2086 # the flags are words
 bin/fencecheck-race suite regressions --group race $systems --out "$OUT/race"
 # shellcheck disable=SC2086
-bin/fencecheck suite regressions --group late --group commit-after-timeout-abort --group timeout-and-markers --group deposed-coordinator \
+bin/fencecheck suite regressions --group late --group commit-after-timeout-abort --group timeout-and-markers --group marker-retry --group deposed-coordinator \
 	$systems $lock --out "$OUT/rest"
 bin/fencecheck suite merge "$OUT/race" "$OUT/rest" --out "$OUT/all"
 echo "suite: $OUT/all/index.html"
