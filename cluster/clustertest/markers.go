@@ -53,6 +53,7 @@ func newTxnSetup(t *testing.T, ctx context.Context, c cluster.Cluster, prefix st
 	if v, err := FinalizedFeature(ctx, Admin(t, c), "transaction.version"); err == nil {
 		s.tv = v
 	}
+	s.tv = max(s.tv, 1) // 3.x has no transaction.version feature: its transactions are version 1
 	vs := kversion.Stable()
 	vs.SetMaxKeyVersion(kmsg.Fetch.Int16(), 12)
 	if s.tv >= 2 {
