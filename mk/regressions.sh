@@ -12,7 +12,8 @@
 #
 # Variables: KAFKA=0 runs only the kfake systems and skips the Go tests on Apache Kafka; RELEASES
 # the Kafka releases fetched first and of the per-release Go tests (KAFKA-20357, -20090; the
-# suite's own systems are in its file); OUT (default runs/regressions); LOCK (default none).
+# suite's own systems are in its file); PROBE_RELEASES those of the KAFKA-19690 and KAFKA-19999
+# probes (every release served); OUT (default runs/regressions); LOCK (default none).
 set -u
 KAFKA=${KAFKA:-1}
 OUT=${OUT:-runs/regressions}
@@ -20,6 +21,8 @@ LOCK=${LOCK:-}
 GO=${GO:-go}
 # The releases the per-release regressions run on (each fetched by make kafka KAFKA_VERSION=V).
 RELEASES=${RELEASES:-4.1.2 4.3.1 4.3.2 4.4.0}
+# The releases the KAFKA-19690 and KAFKA-19999 probes run on (seconds each, every release served).
+PROBE_RELEASES=${PROBE_RELEASES:-3.9.1 3.9.2 4.0.2 4.1.2 4.2.2 4.3.1 4.3.2 4.4.0}
 
 mkdir -p "$OUT" bin
 $GO build -o bin/fencecheck ./cmd/fencecheck || exit 255
@@ -29,7 +32,7 @@ $GO build -race -o bin/fencecheck-race ./cmd/fencecheck || exit 255
 ${MAKE:-make} -s sarama-adapter kafkajs-adapter || exit 255
 
 if [ "$KAFKA" = 1 ]; then
-	for v in $RELEASES; do
+	for v in $RELEASES $PROBE_RELEASES; do
 		${MAKE:-make} -s kafka KAFKA_VERSION="$v" || exit 255
 	done
 fi
@@ -49,7 +52,7 @@ rm -rf "$OUT/race" "$OUT/rest" "$OUT/all"
 # shellcheck disable=SC2086 # the flags are words
 bin/fencecheck-race suite regressions --group race $systems --out "$OUT/race"
 # shellcheck disable=SC2086
-bin/fencecheck suite regressions --group late --group commit-after-timeout-abort --group deposed-coordinator \
+bin/fencecheck suite regressions --group late --group commit-after-timeout-abort --group timeout-and-markers --group marker-retry --group deposed-coordinator \
 	--group pipeline --group group-id-zombie --group kafkajs \
 	$systems $lock --out "$OUT/rest"
 bin/fencecheck suite merge "$OUT/race" "$OUT/rest" --out "$OUT/all"
@@ -76,6 +79,18 @@ if [ "$KAFKA" = 1 ]; then
 		FENCECHECK_KAFKA_HOME="$HOME/.cache/fencecheck/kafka/$v" FENCECHECK_EPOCH_EXHAUSTION=1 locked $GO test -tags kafka ./cluster/local \
 			-run 'TestRotationRetryAfterFailover|TestTimeoutAbortAtExhaustion' -count 1 -v -timeout 30m 2>&1 |
 			grep -E 'calls in|kafkafault_test.go|^(---|ok|FAIL)'
+	done
+fi
+
+if [ "$KAFKA" = 1 ]; then
+	# KAFKA-19690 (a Produce whose verification the timeout abort's marker overtakes: a
+	# four-broker TV1 cluster of its own) and KAFKA-19999 (a commit marker sent again after its
+	# answer was lost), per release: each test fails while its bug is there.
+	for v in $PROBE_RELEASES; do
+		echo "-- Kafka $v: produce after a timeout abort, marker retry after a lost answer"
+		FENCECHECK_KAFKA_HOME="$HOME/.cache/fencecheck/kafka/$v" FENCECHECK_LONG=1 locked $GO test -tags kafka ./cluster/local \
+			-run 'TestProduceAfterTimeoutAbort|TestMarkerRetryAfterLostAnswer' -count 1 -v -timeout 15m 2>&1 |
+			grep -E 'markers_test.go|^(---|ok|FAIL)'
 	done
 fi
 
