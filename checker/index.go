@@ -24,7 +24,7 @@ type index struct {
 	roleData []*roleData
 	roleOf   []int32 // per operation: its role's number, -1 when it names none
 	byRole   map[string]*roleData
-	writes   map[string]int32 // write id → its write op
+	writes   *writeIDs // write id → its write op
 	logs     map[history.LogID]*logInfo
 	logList  []*logInfo         // by logInfo.num: in the order operations first named them
 	workLogs map[int32]*logInfo // work partition → its log
@@ -198,12 +198,12 @@ func newIndex(h *history.History, cfg *config) *index {
 		illFormedRoles: map[string]bool{},
 	}
 	writes := x.numberRoles()
-	x.writes = make(map[string]int32, writes) // at its size: growing a map this large rehashes it
 	// Copying the role operations and filing the writes and reads touch different parts of
 	// the index (and only the second finds malformed operations, in history order as
 	// before): each is about a third of building it, so they run on two cores.
 	var copying sync.WaitGroup
 	copying.Go(x.copyRoleOps)
+	x.writes = newWriteIDs(h, writes)
 	x.fileOps()
 	copying.Wait()
 	x.checkFaultTimes()
@@ -248,14 +248,13 @@ func (x *index) resolveLog(l *logInfo) {
 	l.reads = slices.DeleteFunc(l.reads, func(r int32) bool { return r == l.final })
 	final := x.finalRecords(l)
 	l.finalWriter = make([]int32, len(final))
-	var write history.Op
+	next := 0 // in l.writes, just after the write of the last record found there
 	for p := range final {
 		l.finalWriter[p] = -1
 		if rec := &final[p]; rec.Kind != history.RecordRegistration {
-			if w, ok := x.writes[rec.WriteID]; ok {
+			if w := x.writerIn(l, rec.WriteID, &next); w >= 0 {
 				l.finalWriter[p] = w
-				x.h.Load(int(w), &write)
-				if write.Args.Token != rec.Token {
+				if x.h.WriteToken(int(w)) != rec.Token {
 					l.restamped = append(l.restamped, p)
 				}
 			}
@@ -265,6 +264,45 @@ func (x *index) resolveLog(l *logInfo) {
 	for i, r := range l.reads {
 		l.mismatch[i] = prefixMismatch(x.op(r).Result.Records, final)
 	}
+}
+
+// ahead and behind are how far from the write of the previous record writerIn looks for a
+// record's write in its log's writes, before it searches all the writes.
+const ahead, behind = 16, 32
+
+// writerIn returns the write whose record has write id id, found in log l, or -1 when no
+// write has it; *next is where in l.writes the previous record's write was found, plus one
+// (0 at the first record). A log's records come nearly in the order their writes were
+// invoked, which is the order of l.writes: a few writes after the previous record's (those
+// that did not commit) and a few before it (those that committed later than writes invoked
+// after them, as on a work partition many roles write) are compared first. That reads the
+// operations and their write ids about in memory order, where a search of x.writes is a
+// cache miss at every step. l.writes holds only writes filed in x.writes, whose ids are
+// unique, so a write found there is the one x.writes names.
+func (x *index) writerIn(l *logInfo, id string, next *int) int32 {
+	match := func(k int) bool { return x.h.WriteID(int(l.writes[k])) == id }
+	n := *next
+	for k := max(n-1, 0); k < min(len(l.writes), n+ahead); k++ {
+		if match(k) {
+			*next = k + 1
+			return l.writes[k]
+		}
+	}
+	for k := n - 2; k >= max(n-behind, 0); k-- {
+		if match(k) {
+			*next = k + 1
+			return l.writes[k]
+		}
+	}
+	w, ok := x.writes.find(id)
+	if !ok {
+		return -1
+	}
+	if x.opLog[w] == l.num { // l.writes is in history order: the next record's write is near
+		k, _ := slices.BinarySearch(l.writes, w)
+		*next = k + 1
+	}
+	return w
 }
 
 // count adds op to x.tally.
@@ -284,8 +322,8 @@ func (x *index) count(op *history.Op) {
 // numberRoles numbers the roles in name order and sets x.roles, x.roleOf and x.roleData, with
 // every role's ops slice carved out of one array at the size it will have: the role
 // operations then sit together, in one allocation, and fileOps appends without growing. It
-// returns the number of write operations.
-func (x *index) numberRoles() (writes int) {
+// returns the write operations, in history order.
+func (x *index) numberRoles() (writes []int32) {
 	h := x.h
 	x.roleOf = make([]int32, h.Len())
 	x.outcome = make([]history.EventType, h.Len())
@@ -298,7 +336,7 @@ func (x *index) numberRoles() (writes int) {
 		x.outcome[i] = op.Type
 		x.count(&op)
 		if op.Kind.IsWrite() {
-			writes++
+			writes = append(writes, int32(i))
 		}
 		if op.Role == "" {
 			if toOpKind(op.Kind) != 0 {
@@ -429,14 +467,13 @@ func newRoleOp(op *history.Op, i int32, k opKind, rd *roleData) roleOp {
 // fileWrite files write op i (of role number r, -1 for none) by its write id and in its log;
 // a reused write id is malformed, and the second write is not filed.
 func (x *index) fileWrite(op *history.Op, i, r int32) {
-	if prev, dup := x.writes[op.Args.WriteID]; dup {
+	if prev, dup := x.writes.reuses(i); dup {
 		x.malform(op, "reuses write id %q of op %d", op.Args.WriteID, x.op(prev).ID)
 		return
 	}
 	if !op.Args.Token.Valid() {
 		x.malform(op, "writes under no token")
 	}
-	x.writes[op.Args.WriteID] = i
 	if op.Args.Records > 1 {
 		if x.multi == nil {
 			x.multi = map[int32]uint16{}
@@ -574,7 +611,7 @@ func (x *index) analyzeLog(l *logInfo) {
 			if rec.Kind == history.RecordRegistration {
 				continue
 			}
-			if w, ok := x.writes[rec.WriteID]; ok {
+			if w, ok := x.writes.find(rec.WriteID); ok {
 				x.see(w, r, read.Return, rec.Offset)
 			}
 		}

@@ -11,7 +11,7 @@ import (
 
 // TestSetOpKeepsAnyOperation: whatever Op is stored, Op gives it back, including the shapes
 // the compact form has no room for (which History keeps whole) and after an operation is
-// replaced by one of another shape.
+// replaced by one of another shape; WriteToken and WriteID read what Op would.
 func TestSetOpKeepsAnyOperation(t *testing.T) {
 	tok := &history.Token{ProducerID: 4, Epoch: 2}
 	off := int64(7)
@@ -80,6 +80,9 @@ func TestSetOpKeepsAnyOperation(t *testing.T) {
 		h.Load(i, &loaded)
 		if !reflect.DeepEqual(loaded, op) {
 			t.Fatalf("op %d: Load gave %+v after %+v, Op %+v", i, loaded, h.Op(max(i-1, 0)), op)
+		}
+		if tok, id := h.WriteToken(i), h.WriteID(i); tok != op.Args.Token || id != op.Args.WriteID {
+			t.Fatalf("op %d: WriteToken %v and WriteID %q, Op %+v", i, tok, id, op)
 		}
 	}
 	h.Append(want[0], want[1])

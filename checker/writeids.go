@@ -1,0 +1,125 @@
+package checker
+
+import (
+	"cmp"
+	"hash/maphash"
+	"slices"
+
+	"github.com/fencecheck/fencecheck/checker/history"
+)
+
+// writeIDs finds a write by its write id: the first write of the history (in history order)
+// that has the id. A later write with the same id reuses it, which is malformed (see
+// index.fileWrite).
+//
+// It is the write ids' hashes sorted, not a map. Filing every write in a map[string]int32
+// was the largest part of the index (a random probe, a cache miss or two, a write: 3.2 s of
+// CPU at 10M operations, docs/measurements.md), while a history holds few reused ids and
+// needs few lookups: a final read's records find their writes in their log's order (see
+// index.writerIn), so a lookup is left for records out of that order, reads that are not
+// prefixes of their final log, and explanations. Hashing the ids in history order and radix
+// sorting the hashes reads memory in order; equal ids are then neighbours, found by
+// comparing the few ids that share a hash.
+type writeIDs struct {
+	h      *history.History
+	seed   maphash.Seed
+	sorted []idHash // by hash, then by operation
+	// reused maps a write that reuses an id to the first write with it; nil when none does.
+	reused map[int32]int32
+}
+
+// idHash is one write's id hash.
+type idHash struct {
+	hash uint64
+	op   int32
+}
+
+// newWriteIDs builds the table of the writes ws (operation indexes in h, in history order).
+func newWriteIDs(h *history.History, ws []int32) *writeIDs {
+	t := &writeIDs{h: h, seed: maphash.MakeSeed()}
+	in := make([]idHash, len(ws))
+	for i, w := range ws {
+		in[i] = idHash{maphash.String(t.seed, h.WriteID(int(w))), w}
+	}
+	t.sorted = radixSort(in)
+	for i := 0; i < len(t.sorted); {
+		j := i + 1
+		for j < len(t.sorted) && t.sorted[j].hash == t.sorted[i].hash {
+			j++
+		}
+		// Operations i..j-1 share a hash, in history order: each one whose id an earlier one
+		// has reuses the first such (ids equal to an earlier equal one are equal to the
+		// first, so the first match is it).
+		for k := i + 1; k < j; k++ {
+			id := h.WriteID(int(t.sorted[k].op))
+			for e := i; e < k; e++ {
+				if h.WriteID(int(t.sorted[e].op)) == id {
+					if t.reused == nil {
+						t.reused = map[int32]int32{}
+					}
+					t.reused[t.sorted[k].op] = t.sorted[e].op
+					break
+				}
+			}
+		}
+		i = j
+	}
+	return t
+}
+
+// find returns the first write with id, if any.
+func (t *writeIDs) find(id string) (int32, bool) {
+	hash := maphash.String(t.seed, id)
+	lo, hi := 0, len(t.sorted)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.sorted[m].hash < hash {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	for ; lo < len(t.sorted) && t.sorted[lo].hash == hash; lo++ {
+		if w := t.sorted[lo].op; t.h.WriteID(int(w)) == id {
+			return w, true // the first in history order: the ones that reuse it come later
+		}
+	}
+	return -1, false
+}
+
+// reuses returns the first write with the id write w has, when w is not that write.
+func (t *writeIDs) reuses(w int32) (first int32, ok bool) {
+	first, ok = t.reused[w]
+	return first, ok
+}
+
+// radixSort sorts s by hash, keeping equal hashes in the order s has them (a stable least
+// significant digit sort, 11 bits a pass, so that its counts stay in the first level cache),
+// and returns the sorted slice (s or its twin). A short s is sorted by comparisons: six
+// passes over 2,048 counts would be most of the work.
+func radixSort(s []idHash) []idHash {
+	if len(s) < 1024 {
+		slices.SortStableFunc(s, func(a, b idHash) int { return cmp.Compare(a.hash, b.hash) })
+		return s
+	}
+	tmp := make([]idHash, len(s))
+	var count [1 << 11]int
+	for shift := uint(0); shift < 64; shift += 11 {
+		clear(count[:])
+		for i := range s {
+			count[(s[i].hash>>shift)&(1<<11-1)]++
+		}
+		sum := 0
+		for d, c := range count {
+			count[d] = sum
+			sum += c
+		}
+		for i := range s {
+			d := (s[i].hash >> shift) & (1<<11 - 1)
+			tmp[count[d]] = s[i]
+			count[d]++
+		}
+		s, tmp = tmp, s
+	}
+	return s
+}
