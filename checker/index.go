@@ -151,6 +151,10 @@ type logInfo struct {
 	final  int32   // the final read: the last ok final-read of the log; -1 if none
 	reads  []int32 // every other ok read of the log, in history order
 	writes []int32 // write ops into the log
+	// ids and toks are the writes' ids and tokens, as writes: resolveLog reads them in
+	// order, where reading them from the history would be a cache miss or two a write.
+	ids  []string
+	toks []history.Token
 	// mismatch[i] is, for reads[i], -1 when it is a prefix of the final log, else the first
 	// position where it differs (len(final) when it is longer). Unset without a final read.
 	mismatch []int
@@ -252,9 +256,13 @@ func (x *index) resolveLog(l *logInfo) {
 	for p := range final {
 		l.finalWriter[p] = -1
 		if rec := &final[p]; rec.Kind != history.RecordRegistration {
-			if w := x.writerIn(l, rec.WriteID, &next); w >= 0 {
+			if w, k := x.writerIn(l, rec.WriteID, &next); w >= 0 {
 				l.finalWriter[p] = w
-				if x.h.WriteToken(int(w)) != rec.Token {
+				tok := l.toks[max(k, 0)]
+				if k < 0 { // a write of another log
+					tok = x.h.WriteToken(int(w))
+				}
+				if tok != rec.Token {
 					l.restamped = append(l.restamped, p)
 				}
 			}
@@ -270,39 +278,42 @@ func (x *index) resolveLog(l *logInfo) {
 // record's write in its log's writes, before it searches all the writes.
 const ahead, behind = 16, 32
 
-// writerIn returns the write whose record has write id id, found in log l, or -1 when no
-// write has it; *next is where in l.writes the previous record's write was found, plus one
+// writerIn returns the write whose record has write id id, found in log l, and its place in
+// l.writes (-1 when it is another log's write), or -1, -1 when no write has it; *next is where in l.writes the previous record's write was found, plus one
 // (0 at the first record). A log's records come nearly in the order their writes were
 // invoked, which is the order of l.writes: a few writes after the previous record's (those
 // that did not commit) and a few before it (those that committed later than writes invoked
-// after them, as on a work partition many roles write) are compared first. That reads the
-// operations and their write ids about in memory order, where a search of x.writes is a
-// cache miss at every step. l.writes holds only writes filed in x.writes, whose ids are
-// unique, so a write found there is the one x.writes names.
-func (x *index) writerIn(l *logInfo, id string, next *int) int32 {
-	match := func(k int) bool { return x.h.WriteID(int(l.writes[k])) == id }
+// after them, as on a work partition many roles write) are compared first, in l.ids, read
+// about in memory order, where a search of x.writes is a cache miss at every step. l.writes
+// holds only writes filed in x.writes, whose ids are unique, so a write found there is the
+// one x.writes names.
+func (x *index) writerIn(l *logInfo, id string, next *int) (w int32, k int) {
 	n := *next
-	for k := max(n-1, 0); k < min(len(l.writes), n+ahead); k++ {
-		if match(k) {
+	if n > 0 && l.ids[n-1] == id { // the previous record's write again: one of several records
+		return l.writes[n-1], n - 1
+	}
+	for k := n; k < min(len(l.ids), n+ahead); k++ {
+		if l.ids[k] == id {
 			*next = k + 1
-			return l.writes[k]
+			return l.writes[k], k
 		}
 	}
 	for k := n - 2; k >= max(n-behind, 0); k-- {
-		if match(k) {
+		if l.ids[k] == id {
 			*next = k + 1
-			return l.writes[k]
+			return l.writes[k], k
 		}
 	}
 	w, ok := x.writes.find(id)
 	if !ok {
-		return -1
+		return -1, -1
 	}
-	if x.opLog[w] == l.num { // l.writes is in history order: the next record's write is near
-		k, _ := slices.BinarySearch(l.writes, w)
-		*next = k + 1
+	if x.opLog[w] != l.num {
+		return w, -1
 	}
-	return w
+	k, _ = slices.BinarySearch(l.writes, w) // l.writes is in history order
+	*next = k + 1                           // the next record's write is near
+	return w, k
 }
 
 // count adds op to x.tally.
@@ -482,6 +493,8 @@ func (x *index) fileWrite(op *history.Op, i, r int32) {
 	}
 	l := x.logOf(op, r)
 	l.writes = append(l.writes, i)
+	l.ids = append(l.ids, op.Args.WriteID)
+	l.toks = append(l.toks, op.Args.Token)
 	x.opLog[i] = l.num
 }
 
