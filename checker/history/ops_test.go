@@ -117,3 +117,32 @@ func TestBuilderKeepsResultsTheWriterWouldNotWrite(t *testing.T) {
 		t.Errorf("read: %+v", r)
 	}
 }
+
+// TestBuilderNamesSubstringsApart: names that share their bytes (substrings of one string,
+// at the same address with other lengths, or one name at two addresses) get the names they
+// were given, however the Builder caches them.
+func TestBuilderNamesSubstringsApart(t *testing.T) {
+	all := "role-1role-10p1m1"
+	b := history.NewBuilder(0)
+	if err := b.Add(&history.Event{Type: history.TypeHeader}); err != nil {
+		t.Fatal(err)
+	}
+	type names struct{ process, member, role string }
+	want := []names{
+		{all[12:14], all[14:16], all[0:6]},  // p1 m1 role-1
+		{all[12:13], all[14:15], all[6:12]}, // p m role-1 at another address
+		{all[12:14], all[14:16], all[0:7]},  // role-1r: role-1's address, another length
+		{"p1", "m1", all[6:13]},             // role-10
+	}
+	for i, n := range want {
+		if err := b.Add(&history.Event{Type: history.TypeInvoke, ID: int64(i), Process: n.process, Member: n.member, Role: n.role, Kind: history.KindDescribe}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := b.History()
+	for i, n := range want {
+		if op := h.Op(i); op.Process != n.process || op.Member != n.member || op.Role != n.role {
+			t.Fatalf("op %d: %q %q %q, want %+v", i, op.Process, op.Member, op.Role, n)
+		}
+	}
+}
