@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/fencecheck/fencecheck/checker/history"
 )
@@ -339,7 +340,13 @@ func (x *index) numberRoles() (writes []int32) {
 	x.roleOf = make([]int32, h.Len())
 	x.outcome = make([]history.EventType, h.Len())
 	number := map[string]int32{} // in the order roles first appear
-	var counts []int             // role operations, by first-appearance number
+	type roleSlot struct {
+		p    *byte // a role name's bytes: strings never change, and the slot keeps them
+		n    int
+		role int32
+	}
+	var cache [1 << 10]roleSlot // 64 - 54 bits of a hash
+	var counts []int            // role operations, by first-appearance number
 	var op history.Op
 	for i := range h.Len() {
 		h.Load(i, &op)
@@ -355,12 +362,21 @@ func (x *index) numberRoles() (writes []int32) {
 			}
 			continue
 		}
-		r, ok := number[op.Role]
-		if !ok {
-			r = int32(len(x.roles))
-			number[op.Role] = r
-			x.roles = append(x.roles, op.Role)
-			counts = append(counts, 0)
+		// A history holds each name once (History.Load gives the same string for it every
+		// time), so the role is first looked up by the address of its bytes: a million
+		// operations name a thousand roles, and hashing each name was most of this pass.
+		p := unsafe.StringData(op.Role)
+		slot := &cache[uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15>>54]
+		r := slot.role
+		if slot.p != p || slot.n != len(op.Role) {
+			var ok bool
+			if r, ok = number[op.Role]; !ok {
+				r = int32(len(x.roles))
+				number[op.Role] = r
+				x.roles = append(x.roles, op.Role)
+				counts = append(counts, 0)
+			}
+			*slot = roleSlot{p, len(op.Role), r}
 		}
 		x.roleOf[i] = r
 		if toOpKind(op.Kind) != 0 {
