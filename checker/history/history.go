@@ -113,7 +113,7 @@ type Builder struct {
 	logs   map[LogID][]Record
 	shared []sharedRead
 	// names caches h.name by the address of a name's bytes (see name).
-	names [1 << 10]nameSlot // 64 - 54 bits of a hash
+	names [1 << 12]nameSlot // 64 - 52 bits of a hash
 }
 
 // nameSlot is one entry of Builder.names: a string's bytes, its length and its number.
@@ -135,7 +135,7 @@ func (b *Builder) name(s string) uint32 {
 	}
 	p := unsafe.StringData(s)
 	// Fibonacci hashing of the address: short names share 16-byte blocks of the allocator.
-	slot := &b.names[uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15>>54]
+	slot := &b.names[uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15>>52]
 	if slot.p == p && slot.n == len(s) {
 		return slot.num
 	}
