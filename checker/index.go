@@ -210,6 +210,7 @@ func newIndex(h *history.History, cfg *config) *index {
 	copying.Go(x.copyRoleOps)
 	x.writes = newWriteIDs(h, writes)
 	x.fileOps()
+	x.keepWriteIDs(writes)
 	copying.Wait()
 	x.checkFaultTimes()
 	for r, role := range x.roles {
@@ -349,6 +350,8 @@ func (x *index) numberRoles() (writes []int32) {
 	// of 1,024 slots with another role, one in nine one of 8,192.
 	cache := make([]roleSlot, 1<<13)
 	var counts []int // role operations, by first-appearance number
+	// Room for every operation: growing by append's quarter allocated three times as much.
+	writes = make([]int32, 0, h.Len())
 	var op history.Op
 	for i := range h.Len() {
 		h.Load(i, &op)
@@ -456,6 +459,26 @@ func (x *index) fileOps() {
 	}
 }
 
+// keepWriteIDs sets every log's ids and toks, from writes (every write, in history order):
+// each log's carved out of one array at its size, filled in one pass that reads the writes in
+// memory order (appending them as fileWrite filed them allocated four times as much).
+func (x *index) keepWriteIDs(writes []int32) {
+	ids := make([]string, 0, len(writes))
+	toks := make([]history.Token, 0, len(writes))
+	for _, l := range x.logList {
+		n := len(l.writes)
+		l.ids, ids = ids[len(ids):len(ids):len(ids)+n], ids[:len(ids)+n]
+		l.toks, toks = toks[len(toks):len(toks):len(toks)+n], toks[:len(toks)+n]
+	}
+	for _, w := range writes {
+		if n := x.opLog[w]; n >= 0 { // filed: in l.writes, in this order
+			l := x.logList[n]
+			l.ids = append(l.ids, x.h.WriteID(int(w)))
+			l.toks = append(l.toks, x.h.WriteToken(int(w)))
+		}
+	}
+}
+
 // checkOpTimes reports an operation whose times a history may not carry.
 func (x *index) checkOpTimes(op *history.Op) {
 	switch {
@@ -511,8 +534,6 @@ func (x *index) fileWrite(op *history.Op, i, r int32) {
 	}
 	l := x.logOf(op, r)
 	l.writes = append(l.writes, i)
-	l.ids = append(l.ids, op.Args.WriteID)
-	l.toks = append(l.toks, op.Args.Token)
 	x.opLog[i] = l.num
 }
 

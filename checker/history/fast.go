@@ -418,11 +418,13 @@ func (d *decoder) outputs(c *scan, out []PipeOutput) []PipeOutput {
 		if k := bytes.Index(c.b[mid:], []byte(outputBoundary)); k >= 0 {
 			stop = mid + k + len(`},`)
 			done = make(chan struct{})
+			// The goroutine gets its own scan: one that captured c would move every line's
+			// scan to the heap (92 MB of the 1M-operation lease read).
+			c2 := &scan{b: c.b, i: stop, ok: true}
 			go func() {
 				defer close(done)
 				var d2 decoder // interns the members on its own
-				c2 := scan{b: c.b, i: stop, ok: true}
-				second.out = d2.outputsFrom(&c2, make([]PipeOutput, 0, bytes.Count(c.b[stop:], []byte{'{'})/2+1), -1)
+				second.out = d2.outputsFrom(c2, make([]PipeOutput, 0, bytes.Count(c2.b[c2.i:], []byte{'{'})/2+1), -1)
 				second.end, second.ok = c2.i, c2.ok
 			}()
 		}
