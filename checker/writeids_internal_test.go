@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -47,12 +46,7 @@ func TestWriteIDsFindTheFirstWriteOfAnID(t *testing.T) {
 		if _, ok := tab.find("none"); ok {
 			t.Fatalf("n=%d: found an id no write has", n)
 		}
-		if !slices.IsSortedFunc(tab.sorted, func(a, b idHash) int {
-			if a.hash != b.hash {
-				return cmp.Compare(a.hash, b.hash)
-			}
-			return int(a.op - b.op)
-		}) {
+		if !slices.IsSorted(tab.sorted) {
 			t.Fatalf("n=%d: not sorted by hash, then by operation", n)
 		}
 	}
