@@ -8,7 +8,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -33,6 +35,8 @@ func main() {
 		err = gen(os.Args[2:])
 	case "check":
 		err = check(os.Args[2:])
+	case "floor":
+		err = floor(os.Args[2:])
 	default:
 		usage()
 	}
@@ -43,7 +47,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: checkbench gen [-ops N] [-violation none|stale-write|out-of-order|lost-write] [-seed S] -out FILE\n       checkbench check [-cpuprofile FILE] [-memprofile FILE] [-rounds N] FILE")
+	fmt.Fprintln(os.Stderr, "usage: checkbench gen [-ops N] [-violation none|stale-write|out-of-order|lost-write] [-seed S] -out FILE\n       checkbench check [-cpuprofile FILE] [-memprofile FILE] [-rounds N] FILE\n       checkbench floor FILE")
 	os.Exit(254)
 }
 
@@ -210,4 +214,58 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// floor prints what passes over the file that decode nothing cost, as anchors for the
+// reader's figure: reading it whole, finding its lines, and checking each line's JSON syntax
+// with encoding/json (json.Valid) and decoding each into a generic value (json.Unmarshal
+// into an any), one goroutine each, with each pass's wall and CPU time.
+func floor(args []string) error {
+	if len(args) != 1 {
+		usage()
+	}
+	timed := func(name string, f func() error) error {
+		c0, t0 := cpuTime(), time.Now()
+		if err := f(); err != nil {
+			return err
+		}
+		fmt.Printf("%s: %v (cpu %v)\n", name, time.Since(t0).Round(time.Millisecond), (cpuTime() - c0).Round(time.Millisecond))
+		return nil
+	}
+	var data []byte
+	if err := timed("read the file", func() (err error) { data, err = os.ReadFile(args[0]); return err }); err != nil {
+		return err
+	}
+	lines := 0
+	_ = timed("find the lines", func() error { lines = bytes.Count(data, []byte{'\n'}); return nil })
+	each := func(f func(line []byte) error) error {
+		for rest := data; len(rest) > 0; {
+			line, after, _ := bytes.Cut(rest, []byte{'\n'})
+			if err := f(line); err != nil {
+				return err
+			}
+			rest = after
+		}
+		return nil
+	}
+	if err := timed("json.Valid, every line", func() error {
+		return each(func(line []byte) error {
+			if !json.Valid(line) {
+				return fmt.Errorf("not JSON: %.80s", line)
+			}
+			return nil
+		})
+	}); err != nil {
+		return err
+	}
+	if err := timed("json.Unmarshal into any, every line", func() error {
+		return each(func(line []byte) error {
+			var v any
+			return json.Unmarshal(line, &v)
+		})
+	}); err != nil {
+		return err
+	}
+	fmt.Printf("%d lines, %d MB\n", lines, len(data)>>20)
+	return nil
 }
