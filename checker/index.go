@@ -152,10 +152,11 @@ type logInfo struct {
 	final  int32   // the final read: the last ok final-read of the log; -1 if none
 	reads  []int32 // every other ok read of the log, in history order
 	writes []int32 // write ops into the log
-	// ids and toks are the writes' ids and tokens, as writes: resolveLog reads them in
-	// order, where reading them from the history would be a cache miss or two a write.
-	ids  []string
-	toks []history.Token
+	// hashes and toks are the hashes of the writes' ids (writeIDs.hash) and their tokens,
+	// as writes: resolveLog reads them in order, where reading the writes from the history
+	// would be a cache miss or two a write.
+	hashes []uint64
+	toks   []history.Token
 	// mismatch[i] is, for reads[i], -1 when it is a prefix of the final log, else the first
 	// position where it differs (len(final) when it is longer). Unset without a final read.
 	mismatch []int
@@ -277,31 +278,36 @@ func (x *index) resolveLog(l *logInfo) {
 }
 
 // ahead and behind are how far from the write of the previous record writerIn looks for a
-// record's write in its log's writes, before it searches all the writes.
-const ahead, behind = 16, 32
+// record's write in its log's writes, before it searches all the writes. Records stray
+// further from their writes' order the more roles share a work partition: a thousand roles
+// on 16 partitions put records up to 26 places behind; comparing a hash costs a few
+// nanoseconds, a search of all the writes a microsecond or two.
+const ahead, behind = 128, 1024
 
 // writerIn returns the write whose record has write id id, found in log l, and its place in
-// l.writes (-1 when it is another log's write), or -1, -1 when no write has it; *next is where in l.writes the previous record's write was found, plus one
-// (0 at the first record). A log's records come nearly in the order their writes were
-// invoked, which is the order of l.writes: a few writes after the previous record's (those
-// that did not commit) and a few before it (those that committed later than writes invoked
-// after them, as on a work partition many roles write) are compared first, in l.ids, read
-// about in memory order, where a search of x.writes is a cache miss at every step. l.writes
-// holds only writes filed in x.writes, whose ids are unique, so a write found there is the
-// one x.writes names.
+// l.writes (-1 when it is another log's write), or -1, -1 when no write has it; *next is
+// where in l.writes the previous record's write was found, plus one (0 at the first record).
+// A log's records come nearly in the order their writes were invoked, which is the order of
+// l.writes: the writes after the previous record's (those that did not commit) and before it
+// (those that committed later than writes invoked after them, as on a work partition many
+// roles write) are compared first, by their ids' hashes in l.hashes, read in memory order,
+// and a write whose hash matches by its id. A search of x.writes is a cache miss at every
+// step. l.writes holds only writes filed in x.writes, whose ids are unique, so a write found
+// there is the one x.writes names.
 func (x *index) writerIn(l *logInfo, id string, next *int) (w int32, k int) {
-	n := *next
-	if n > 0 && l.ids[n-1] == id { // the previous record's write again: one of several records
+	n, hash := *next, x.writes.hash(id)
+	is := func(k int) bool { return l.hashes[k] == hash && x.h.WriteID(int(l.writes[k])) == id }
+	if n > 0 && is(n-1) { // the previous record's write again: one of several records
 		return l.writes[n-1], n - 1
 	}
-	for k := n; k < min(len(l.ids), n+ahead); k++ {
-		if l.ids[k] == id {
+	for k := n; k < min(len(l.writes), n+ahead); k++ {
+		if is(k) {
 			*next = k + 1
 			return l.writes[k], k
 		}
 	}
 	for k := n - 2; k >= max(n-behind, 0); k-- {
-		if l.ids[k] == id {
+		if is(k) {
 			*next = k + 1
 			return l.writes[k], k
 		}
@@ -459,21 +465,21 @@ func (x *index) fileOps() {
 	}
 }
 
-// keepWriteIDs sets every log's ids and toks, from writes (every write, in history order):
+// keepWriteIDs sets every log's hashes and toks, from writes (every write, in history order):
 // each log's carved out of one array at its size, filled in one pass that reads the writes in
 // memory order (appending them as fileWrite filed them allocated four times as much).
 func (x *index) keepWriteIDs(writes []int32) {
-	ids := make([]string, 0, len(writes))
+	hashes := make([]uint64, 0, len(writes))
 	toks := make([]history.Token, 0, len(writes))
 	for _, l := range x.logList {
 		n := len(l.writes)
-		l.ids, ids = ids[len(ids):len(ids):len(ids)+n], ids[:len(ids)+n]
+		l.hashes, hashes = hashes[len(hashes):len(hashes):len(hashes)+n], hashes[:len(hashes)+n]
 		l.toks, toks = toks[len(toks):len(toks):len(toks)+n], toks[:len(toks)+n]
 	}
 	for _, w := range writes {
 		if n := x.opLog[w]; n >= 0 { // filed: in l.writes, in this order
 			l := x.logList[n]
-			l.ids = append(l.ids, x.h.WriteID(int(w)))
+			l.hashes = append(l.hashes, x.writes.hash(x.h.WriteID(int(w))))
 			l.toks = append(l.toks, x.h.WriteToken(int(w)))
 		}
 	}

@@ -32,7 +32,10 @@ type writeIDs struct {
 
 const opBits = 31 // an operation index: History holds fewer than 1<<31 operations
 
-func (t *writeIDs) key(id string) uint64 { return maphash.String(t.seed, id) >> opBits << opBits }
+func (t *writeIDs) key(id string) uint64 { return t.hash(id) >> opBits << opBits }
+
+// hash returns the hash of a write id that the table's keys take their top bits from.
+func (t *writeIDs) hash(id string) uint64 { return maphash.String(t.seed, id) }
 
 func keyOp(k uint64) int32 { return int32(k & (1<<opBits - 1)) }
 
