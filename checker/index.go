@@ -152,10 +152,11 @@ type logInfo struct {
 	final  int32   // the final read: the last ok final-read of the log; -1 if none
 	reads  []int32 // every other ok read of the log, in history order
 	writes []int32 // write ops into the log
-	// hashes and toks are the hashes of the writes' ids (writeIDs.hash) and their tokens,
-	// as writes: resolveLog reads them in order, where reading the writes from the history
-	// would be a cache miss or two a write.
+	// hashes, ids and toks are the hashes of the writes' ids (writeIDs.hash), the ids and
+	// the tokens, as writes: resolveLog reads them in order, where reading the writes from
+	// the history would be a cache miss or two a write.
 	hashes []uint64
+	ids    []string
 	toks   []history.Token
 	// mismatch[i] is, for reads[i], -1 when it is a prefix of the final log, else the first
 	// position where it differs (len(final) when it is longer). Unset without a final read.
@@ -291,12 +292,12 @@ const ahead, behind = 128, 1024
 // l.writes: the writes after the previous record's (those that did not commit) and before it
 // (those that committed later than writes invoked after them, as on a work partition many
 // roles write) are compared first, by their ids' hashes in l.hashes, read in memory order,
-// and a write whose hash matches by its id. A search of x.writes is a cache miss at every
+// and a write whose hash matches by its id (in l.ids). A search of x.writes is a cache miss at every
 // step. l.writes holds only writes filed in x.writes, whose ids are unique, so a write found
 // there is the one x.writes names.
 func (x *index) writerIn(l *logInfo, id string, next *int) (w int32, k int) {
 	n, hash := *next, x.writes.hash(id)
-	is := func(k int) bool { return l.hashes[k] == hash && x.h.WriteID(int(l.writes[k])) == id }
+	is := func(k int) bool { return l.hashes[k] == hash && l.ids[k] == id }
 	if n > 0 && is(n-1) { // the previous record's write again: one of several records
 		return l.writes[n-1], n - 1
 	}
@@ -465,21 +466,26 @@ func (x *index) fileOps() {
 	}
 }
 
-// keepWriteIDs sets every log's hashes and toks, from writes (every write, in history order):
-// each log's carved out of one array at its size, filled in one pass that reads the writes in
-// memory order (appending them as fileWrite filed them allocated four times as much).
+// keepWriteIDs sets every log's hashes, ids and toks, from writes (every write, in history
+// order): each log's carved out of one array at its size, filled in one pass that reads the
+// writes in memory order (appending them as fileWrite filed them allocated four times as
+// much).
 func (x *index) keepWriteIDs(writes []int32) {
 	hashes := make([]uint64, 0, len(writes))
+	ids := make([]string, 0, len(writes))
 	toks := make([]history.Token, 0, len(writes))
 	for _, l := range x.logList {
 		n := len(l.writes)
 		l.hashes, hashes = hashes[len(hashes):len(hashes):len(hashes)+n], hashes[:len(hashes)+n]
+		l.ids, ids = ids[len(ids):len(ids):len(ids)+n], ids[:len(ids)+n]
 		l.toks, toks = toks[len(toks):len(toks):len(toks)+n], toks[:len(toks)+n]
 	}
 	for _, w := range writes {
 		if n := x.opLog[w]; n >= 0 { // filed: in l.writes, in this order
 			l := x.logList[n]
-			l.hashes = append(l.hashes, x.writes.hash(x.h.WriteID(int(w))))
+			id := x.h.WriteID(int(w))
+			l.hashes = append(l.hashes, x.writes.hash(id))
+			l.ids = append(l.ids, id)
 			l.toks = append(l.toks, x.h.WriteToken(int(w)))
 		}
 	}
