@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/fencecheck/fencecheck/checker/history"
 )
@@ -24,7 +25,7 @@ type index struct {
 	roleData []*roleData
 	roleOf   []int32 // per operation: its role's number, -1 when it names none
 	byRole   map[string]*roleData
-	writes   map[string]int32 // write id → its write op
+	writes   *writeIDs // write id → its write op
 	logs     map[history.LogID]*logInfo
 	logList  []*logInfo         // by logInfo.num: in the order operations first named them
 	workLogs map[int32]*logInfo // work partition → its log
@@ -151,6 +152,12 @@ type logInfo struct {
 	final  int32   // the final read: the last ok final-read of the log; -1 if none
 	reads  []int32 // every other ok read of the log, in history order
 	writes []int32 // write ops into the log
+	// hashes, ids and toks are the hashes of the writes' ids (writeIDs.hash), the ids and
+	// the tokens, as writes: resolveLog reads them in order, where reading the writes from
+	// the history would be a cache miss or two a write.
+	hashes []uint64
+	ids    []string
+	toks   []history.Token
 	// mismatch[i] is, for reads[i], -1 when it is a prefix of the final log, else the first
 	// position where it differs (len(final) when it is longer). Unset without a final read.
 	mismatch []int
@@ -198,13 +205,14 @@ func newIndex(h *history.History, cfg *config) *index {
 		illFormedRoles: map[string]bool{},
 	}
 	writes := x.numberRoles()
-	x.writes = make(map[string]int32, writes) // at its size: growing a map this large rehashes it
 	// Copying the role operations and filing the writes and reads touch different parts of
 	// the index (and only the second finds malformed operations, in history order as
 	// before): each is about a third of building it, so they run on two cores.
 	var copying sync.WaitGroup
 	copying.Go(x.copyRoleOps)
+	x.writes = newWriteIDs(h, writes)
 	x.fileOps()
+	x.keepWriteIDs(writes)
 	copying.Wait()
 	x.checkFaultTimes()
 	for r, role := range x.roles {
@@ -248,14 +256,17 @@ func (x *index) resolveLog(l *logInfo) {
 	l.reads = slices.DeleteFunc(l.reads, func(r int32) bool { return r == l.final })
 	final := x.finalRecords(l)
 	l.finalWriter = make([]int32, len(final))
-	var write history.Op
+	next := 0 // in l.writes, just after the write of the last record found there
 	for p := range final {
 		l.finalWriter[p] = -1
 		if rec := &final[p]; rec.Kind != history.RecordRegistration {
-			if w, ok := x.writes[rec.WriteID]; ok {
+			if w, k := x.writerIn(l, rec.WriteID, &next); w >= 0 {
 				l.finalWriter[p] = w
-				x.h.Load(int(w), &write)
-				if write.Args.Token != rec.Token {
+				tok := l.toks[max(k, 0)]
+				if k < 0 { // a write of another log
+					tok = x.h.WriteToken(int(w))
+				}
+				if tok != rec.Token {
 					l.restamped = append(l.restamped, p)
 				}
 			}
@@ -265,6 +276,53 @@ func (x *index) resolveLog(l *logInfo) {
 	for i, r := range l.reads {
 		l.mismatch[i] = prefixMismatch(x.op(r).Result.Records, final)
 	}
+}
+
+// ahead and behind are how far from the write of the previous record writerIn looks for a
+// record's write in its log's writes, before it searches all the writes. Records stray
+// further from their writes' order the more roles share a work partition: a thousand roles
+// on 16 partitions put records up to 26 places behind; comparing a hash costs a few
+// nanoseconds, a search of all the writes a microsecond or two.
+const ahead, behind = 128, 1024
+
+// writerIn returns the write whose record has write id id, found in log l, and its place in
+// l.writes (-1 when it is another log's write), or -1, -1 when no write has it; *next is
+// where in l.writes the previous record's write was found, plus one (0 at the first record).
+// A log's records come nearly in the order their writes were invoked, which is the order of
+// l.writes: the writes after the previous record's (those that did not commit) and before it
+// (those that committed later than writes invoked after them, as on a work partition many
+// roles write) are compared first, by their ids' hashes in l.hashes, read in memory order,
+// and a write whose hash matches by its id (in l.ids). A search of x.writes is a cache miss at every
+// step. l.writes holds only writes filed in x.writes, whose ids are unique, so a write found
+// there is the one x.writes names.
+func (x *index) writerIn(l *logInfo, id string, next *int) (w int32, k int) {
+	n, hash := *next, x.writes.hash(id)
+	is := func(k int) bool { return l.hashes[k] == hash && l.ids[k] == id }
+	if n > 0 && is(n-1) { // the previous record's write again: one of several records
+		return l.writes[n-1], n - 1
+	}
+	for k := n; k < min(len(l.writes), n+ahead); k++ {
+		if is(k) {
+			*next = k + 1
+			return l.writes[k], k
+		}
+	}
+	for k := n - 2; k >= max(n-behind, 0); k-- {
+		if is(k) {
+			*next = k + 1
+			return l.writes[k], k
+		}
+	}
+	w, ok := x.writes.find(id)
+	if !ok {
+		return -1, -1
+	}
+	if x.opLog[w] != l.num {
+		return w, -1
+	}
+	k, _ = slices.BinarySearch(l.writes, w) // l.writes is in history order
+	*next = k + 1                           // the next record's write is near
+	return w, k
 }
 
 // count adds op to x.tally.
@@ -284,13 +342,23 @@ func (x *index) count(op *history.Op) {
 // numberRoles numbers the roles in name order and sets x.roles, x.roleOf and x.roleData, with
 // every role's ops slice carved out of one array at the size it will have: the role
 // operations then sit together, in one allocation, and fileOps appends without growing. It
-// returns the number of write operations.
-func (x *index) numberRoles() (writes int) {
+// returns the write operations, in history order.
+func (x *index) numberRoles() (writes []int32) {
 	h := x.h
 	x.roleOf = make([]int32, h.Len())
 	x.outcome = make([]history.EventType, h.Len())
 	number := map[string]int32{} // in the order roles first appear
-	var counts []int             // role operations, by first-appearance number
+	type roleSlot struct {
+		p    *byte // a role name's bytes: strings never change, and the slot keeps them
+		n    int
+		role int32
+	}
+	// 8,192 slots, 64 - 51 bits of a hash: of a thousand roles, about six in ten share one
+	// of 1,024 slots with another role, one in nine one of 8,192.
+	cache := make([]roleSlot, 1<<13)
+	var counts []int // role operations, by first-appearance number
+	// Room for every operation: growing by append's quarter allocated three times as much.
+	writes = make([]int32, 0, h.Len())
 	var op history.Op
 	for i := range h.Len() {
 		h.Load(i, &op)
@@ -298,7 +366,7 @@ func (x *index) numberRoles() (writes int) {
 		x.outcome[i] = op.Type
 		x.count(&op)
 		if op.Kind.IsWrite() {
-			writes++
+			writes = append(writes, int32(i))
 		}
 		if op.Role == "" {
 			if toOpKind(op.Kind) != 0 {
@@ -306,12 +374,21 @@ func (x *index) numberRoles() (writes int) {
 			}
 			continue
 		}
-		r, ok := number[op.Role]
-		if !ok {
-			r = int32(len(x.roles))
-			number[op.Role] = r
-			x.roles = append(x.roles, op.Role)
-			counts = append(counts, 0)
+		// A history holds each name once (History.Load gives the same string for it every
+		// time), so the role is first looked up by the address of its bytes: a million
+		// operations name a thousand roles, and hashing each name was most of this pass.
+		p := unsafe.StringData(op.Role)
+		slot := &cache[uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15>>51]
+		r := slot.role
+		if slot.p != p || slot.n != len(op.Role) {
+			var ok bool
+			if r, ok = number[op.Role]; !ok {
+				r = int32(len(x.roles))
+				number[op.Role] = r
+				x.roles = append(x.roles, op.Role)
+				counts = append(counts, 0)
+			}
+			*slot = roleSlot{p, len(op.Role), r}
 		}
 		x.roleOf[i] = r
 		if toOpKind(op.Kind) != 0 {
@@ -389,6 +466,31 @@ func (x *index) fileOps() {
 	}
 }
 
+// keepWriteIDs sets every log's hashes, ids and toks, from writes (every write, in history
+// order): each log's carved out of one array at its size, filled in one pass that reads the
+// writes in memory order (appending them as fileWrite filed them allocated four times as
+// much).
+func (x *index) keepWriteIDs(writes []int32) {
+	hashes := make([]uint64, 0, len(writes))
+	ids := make([]string, 0, len(writes))
+	toks := make([]history.Token, 0, len(writes))
+	for _, l := range x.logList {
+		n := len(l.writes)
+		l.hashes, hashes = hashes[len(hashes):len(hashes):len(hashes)+n], hashes[:len(hashes)+n]
+		l.ids, ids = ids[len(ids):len(ids):len(ids)+n], ids[:len(ids)+n]
+		l.toks, toks = toks[len(toks):len(toks):len(toks)+n], toks[:len(toks)+n]
+	}
+	for _, w := range writes {
+		if n := x.opLog[w]; n >= 0 { // filed: in l.writes, in this order
+			l := x.logList[n]
+			id := x.h.WriteID(int(w))
+			l.hashes = append(l.hashes, x.writes.hash(id))
+			l.ids = append(l.ids, id)
+			l.toks = append(l.toks, x.h.WriteToken(int(w)))
+		}
+	}
+}
+
 // checkOpTimes reports an operation whose times a history may not carry.
 func (x *index) checkOpTimes(op *history.Op) {
 	switch {
@@ -429,14 +531,13 @@ func newRoleOp(op *history.Op, i int32, k opKind, rd *roleData) roleOp {
 // fileWrite files write op i (of role number r, -1 for none) by its write id and in its log;
 // a reused write id is malformed, and the second write is not filed.
 func (x *index) fileWrite(op *history.Op, i, r int32) {
-	if prev, dup := x.writes[op.Args.WriteID]; dup {
+	if prev, dup := x.writes.reuses(i); dup {
 		x.malform(op, "reuses write id %q of op %d", op.Args.WriteID, x.op(prev).ID)
 		return
 	}
 	if !op.Args.Token.Valid() {
 		x.malform(op, "writes under no token")
 	}
-	x.writes[op.Args.WriteID] = i
 	if op.Args.Records > 1 {
 		if x.multi == nil {
 			x.multi = map[int32]uint16{}
@@ -574,7 +675,7 @@ func (x *index) analyzeLog(l *logInfo) {
 			if rec.Kind == history.RecordRegistration {
 				continue
 			}
-			if w, ok := x.writes[rec.WriteID]; ok {
+			if w, ok := x.writes.find(rec.WriteID); ok {
 				x.see(w, r, read.Return, rec.Offset)
 			}
 		}

@@ -322,7 +322,7 @@ func (x *index) writerOf(rec *history.Record) int32 {
 	if rec.Kind == history.RecordRegistration {
 		return -1
 	}
-	if w, ok := x.writes[rec.WriteID]; ok {
+	if w, ok := x.writes.find(rec.WriteID); ok {
 		return w
 	}
 	return -1

@@ -13,3 +13,11 @@ func DecodeLex(line []byte) (e Event, err error) {
 	err = d.lexLine(line, &e)
 	return e, err
 }
+
+// SetSplitOutputs sets the length from which an array of outputs is decoded in two halves,
+// until the function it returns restores it.
+func SetSplitOutputs(n int) (restore func()) {
+	old := splitOutputs
+	splitOutputs = n
+	return func() { splitOutputs = old }
+}

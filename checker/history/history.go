@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 )
 
 // Errors the reader and the builder return, for errors.Is.
@@ -111,6 +112,36 @@ type Builder struct {
 	// are prefixes of it share its array (see share). shared lists those reads.
 	logs   map[LogID][]Record
 	shared []sharedRead
+	// names caches h.name by the address of a name's bytes (see name).
+	names [1 << 12]nameSlot // 64 - 52 bits of a hash
+}
+
+// nameSlot is one entry of Builder.names: a string's bytes, its length and its number.
+type nameSlot struct {
+	p   *byte
+	n   int
+	num uint32
+}
+
+// name returns h.name(s), from the cache of names when it holds s's bytes. The reader interns
+// every name (one string per name per decoder), so the names of a million operations are a
+// few thousand strings, and comparing an address is cheaper than hashing a name into
+// h.names, three times an operation on the Builder's one goroutine. A string's bytes never
+// change, and the slot keeps them alive: an address and a length in the cache are the
+// name they were cached for.
+func (b *Builder) name(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	p := unsafe.StringData(s)
+	// Fibonacci hashing of the address: short names share 16-byte blocks of the allocator.
+	slot := &b.names[uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15>>52]
+	if slot.p == p && slot.n == len(s) {
+		return slot.num
+	}
+	num := b.h.name(s)
+	*slot = nameSlot{p, len(s), num}
+	return num
 }
 
 // sharedRead is a read whose records share their log's array: its index in History.reads.
@@ -257,7 +288,7 @@ func (b *Builder) invoke(e *Event) error {
 		return fmt.Errorf("op %d: client %d out of range: %w", e.ID, e.Client, ErrMalformed)
 	}
 	r := rec{
-		id: e.ID, invoke: e.Time, ret: Never, process: b.h.name(e.Process), member: b.h.name(e.Member), role: b.h.name(e.Role),
+		id: e.ID, invoke: e.Time, ret: Never, process: b.name(e.Process), member: b.name(e.Member), role: b.name(e.Role),
 		tok: NoToken, client: int32(e.Client), kind: kind, typ: TypeInfo, flags: flagPending,
 	}
 	switch e.Kind {

@@ -294,3 +294,26 @@ func (h *History) Pending() int {
 	}
 	return n
 }
+
+// WriteToken returns Op(i).Args.Token, reading only the operation's token: the checker
+// compares it with every record of every final read, and a whole Load there read every
+// string of the operation for nothing (a cache miss each).
+func (h *History) WriteToken(i int) Token {
+	r := &h.ops[i]
+	switch {
+	case r.flags&flagOdd != 0:
+		return h.odd[int32(i)].Args.Token
+	case r.flags&flagResultToken != 0:
+		return NoToken
+	}
+	return r.tok
+}
+
+// WriteID returns Op(i).Args.WriteID, reading only the operation's write id.
+func (h *History) WriteID(i int) string {
+	r := &h.ops[i]
+	if r.flags&flagOdd != 0 {
+		return h.odd[int32(i)].Args.WriteID
+	}
+	return h.strs[r.writeID]
+}

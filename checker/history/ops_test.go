@@ -11,7 +11,7 @@ import (
 
 // TestSetOpKeepsAnyOperation: whatever Op is stored, Op gives it back, including the shapes
 // the compact form has no room for (which History keeps whole) and after an operation is
-// replaced by one of another shape.
+// replaced by one of another shape; WriteToken and WriteID read what Op would.
 func TestSetOpKeepsAnyOperation(t *testing.T) {
 	tok := &history.Token{ProducerID: 4, Epoch: 2}
 	off := int64(7)
@@ -81,6 +81,9 @@ func TestSetOpKeepsAnyOperation(t *testing.T) {
 		if !reflect.DeepEqual(loaded, op) {
 			t.Fatalf("op %d: Load gave %+v after %+v, Op %+v", i, loaded, h.Op(max(i-1, 0)), op)
 		}
+		if tok, id := h.WriteToken(i), h.WriteID(i); tok != op.Args.Token || id != op.Args.WriteID {
+			t.Fatalf("op %d: WriteToken %v and WriteID %q, Op %+v", i, tok, id, op)
+		}
 	}
 	h.Append(want[0], want[1])
 	if h.Len() != len(want)+2 || !reflect.DeepEqual(h.Op(h.Len()-1), want[1]) {
@@ -112,5 +115,34 @@ func TestBuilderKeepsResultsTheWriterWouldNotWrite(t *testing.T) {
 	}
 	if r := h.Op(1); r.Result.Offset == nil || *r.Result.Offset != off || !reflect.DeepEqual(r.Result.Records, recs) || r.Return != 3 {
 		t.Errorf("read: %+v", r)
+	}
+}
+
+// TestBuilderNamesSubstringsApart: names that share their bytes (substrings of one string,
+// at the same address with other lengths, or one name at two addresses) get the names they
+// were given, however the Builder caches them.
+func TestBuilderNamesSubstringsApart(t *testing.T) {
+	all := "role-1role-10p1m1"
+	b := history.NewBuilder(0)
+	if err := b.Add(&history.Event{Type: history.TypeHeader}); err != nil {
+		t.Fatal(err)
+	}
+	type names struct{ process, member, role string }
+	want := []names{
+		{all[12:14], all[14:16], all[0:6]},  // p1 m1 role-1
+		{all[12:13], all[14:15], all[6:12]}, // p m role-1 at another address
+		{all[12:14], all[14:16], all[0:7]},  // role-1r: role-1's address, another length
+		{"p1", "m1", all[6:13]},             // role-10
+	}
+	for i, n := range want {
+		if err := b.Add(&history.Event{Type: history.TypeInvoke, ID: int64(i), Process: n.process, Member: n.member, Role: n.role, Kind: history.KindDescribe}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := b.History()
+	for i, n := range want {
+		if op := h.Op(i); op.Process != n.process || op.Member != n.member || op.Role != n.role {
+			t.Fatalf("op %d: %q %q %q, want %+v", i, op.Process, op.Member, op.Role, n)
+		}
 	}
 }

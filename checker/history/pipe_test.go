@@ -152,3 +152,72 @@ func TestPipelinePayloadsDecodeAsJSON(t *testing.T) {
 		t.Errorf("a string generation: %v, want ErrMalformed", err)
 	}
 }
+
+// TestOutputsDecodedInTwoHalvesAgreeWithTheLexer: a final read's outputs decoded in two
+// halves at once are the outputs the lexer decodes, wherever the split falls: in the outputs,
+// in the offsets after them (when the outputs are few), in an array whose second half the
+// fast path cannot take (an escaped member), and in arrays of one output.
+func TestOutputsDecodedInTwoHalvesAgreeWithTheLexer(t *testing.T) {
+	defer history.SetSplitOutputs(1)()
+	line := func(outputs, offsets int, escapeAt int) []byte {
+		res := &history.PipeResult{}
+		for i := range outputs {
+			o := history.PipeOutput{Partition: int32(i % 3), Offset: int64(i), In: history.PipeOffset{Partition: int32(i % 3), Offset: int64(i / 3)},
+				ID: "i" + strings.Repeat("x", i%5), Txn: int64(i/4 + 1), Member: []string{"m1", "m2", ""}[i%3], Generation: int32(i % 2)}
+			if i == escapeAt {
+				o.Member = `m"q`
+			}
+			res.Outputs = append(res.Outputs, o)
+		}
+		for i := range offsets {
+			res.Offsets = append(res.Offsets, history.PipeOffset{Partition: int32(i), Offset: int64(i * 7)})
+		}
+		var buf bytes.Buffer
+		w := history.NewWriter(&buf, history.WriterOptions{})
+		for _, e := range []history.Event{
+			{Type: history.TypeHeader, Meta: &history.Meta{Workload: history.WorkloadPipeline, Pipeline: &history.PipelineMeta{Partitions: 3}}},
+			{Type: history.TypeInvoke, ID: 1, Time: 1, Process: "final", Kind: history.KindFinalOutput},
+			{Type: history.TypeOK, ID: 1, Time: 2, Result: history.Result{Pipe: res}},
+		} {
+			if err := w.Append(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n"))
+		return lines[len(lines)-1]
+	}
+	fast := 0
+	for _, c := range []struct{ outputs, offsets, escapeAt int }{
+		{1, 0, -1}, {2, 0, -1}, {40, 0, -1}, {41, 3, -1}, {2, 60, -1}, {1, 30, -1}, {40, 2, 35}, {40, 2, 3},
+	} {
+		for _, split := range []int{1, 64, 512, 1 << 30} {
+			restore := history.SetSplitOutputs(split)
+			l := line(c.outputs, c.offsets, c.escapeAt)
+			got, ok := history.DecodeFast(l)
+			want, err := history.DecodeLex(l)
+			restore()
+			if err != nil {
+				t.Fatalf("%+v: the lexer refused %s: %v", c, l, err)
+			}
+			if ok != (c.escapeAt < 0) {
+				t.Fatalf("%+v, split at %d: the fast path took it: %t", c, split, ok)
+			}
+			if !ok {
+				continue
+			}
+			fast++
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%+v, split at %d:\nfast  %+v\nlexer %+v", c, split, got.Result.Pipe, want.Result.Pipe)
+			}
+			if n := len(got.Result.Pipe.Outputs); n != c.outputs {
+				t.Fatalf("%+v, split at %d: %d outputs", c, split, n)
+			}
+		}
+	}
+	if fast == 0 {
+		t.Fatal("the fast path took no line")
+	}
+}

@@ -8,13 +8,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
@@ -32,6 +35,8 @@ func main() {
 		err = gen(os.Args[2:])
 	case "check":
 		err = check(os.Args[2:])
+	case "floor":
+		err = floor(os.Args[2:])
 	default:
 		usage()
 	}
@@ -42,7 +47,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: checkbench gen [-ops N] [-violation none|stale-write|out-of-order|lost-write] [-seed S] -out FILE\n       checkbench check [-cpuprofile FILE] [-memprofile FILE] FILE")
+	fmt.Fprintln(os.Stderr, "usage: checkbench gen [-ops N] [-violation none|stale-write|out-of-order|lost-write] [-seed S] -out FILE\n       checkbench check [-cpuprofile FILE] [-memprofile FILE] [-rounds N] FILE\n       checkbench floor FILE")
 	os.Exit(254)
 }
 
@@ -97,9 +102,13 @@ func check(args []string) error {
 	fs := flag.NewFlagSet("check", flag.ExitOnError)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of reading and checking")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of reading and checking")
+	rounds := fs.Int("rounds", 0, "read and check the file this many times more, printing each round's wall and CPU time")
 	_ = fs.Parse(args)
 	if fs.NArg() != 1 {
 		usage()
+	}
+	if *rounds > 0 {
+		return repeat(fs.Arg(0), *rounds)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -160,5 +169,103 @@ func check(args []string) error {
 			}
 		}
 	}
+	return nil
+}
+
+// repeat reads and checks path rounds times after a first, untimed round, printing each
+// round's wall time and the process's CPU time (user and system, every thread's) for the read
+// and the check. On a machine shared with other work the CPU time varies much less than the
+// wall time, which waits for the cores; the garbage collector's work lands in the phase that
+// triggered it, as it does in `fencecheck check`.
+func repeat(path string, rounds int) error {
+	once := func() (read, check, readCPU, checkCPU time.Duration, verdict checker.Verdict, err error) {
+		c0, t0 := cpuTime(), time.Now()
+		h, err := history.ReadFile(path)
+		if err != nil {
+			return
+		}
+		c1, t1 := cpuTime(), time.Now()
+		res, err := checker.Check(context.Background(), h, checker.Options{})
+		if err != nil {
+			return
+		}
+		c2, t2 := cpuTime(), time.Now()
+		return t1.Sub(t0), t2.Sub(t1), c1 - c0, c2 - c1, res.Verdict, nil
+	}
+	if _, _, _, _, _, err := once(); err != nil {
+		return err
+	}
+	for r := range rounds {
+		read, check, readCPU, checkCPU, verdict, err := once()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("round %d: read %v (cpu %v), check %v (cpu %v), verdict %s\n", r+1,
+			read.Round(time.Millisecond), readCPU.Round(time.Millisecond),
+			check.Round(time.Millisecond), checkCPU.Round(time.Millisecond), verdict)
+	}
+	return nil
+}
+
+// cpuTime returns the CPU time the process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// floor prints what passes over the file that decode nothing cost, as anchors for the
+// reader's figure: reading it whole, finding its lines, and checking each line's JSON syntax
+// with encoding/json (json.Valid) and decoding each into a generic value (json.Unmarshal
+// into an any), one goroutine each, with each pass's wall and CPU time.
+func floor(args []string) error {
+	if len(args) != 1 {
+		usage()
+	}
+	timed := func(name string, f func() error) error {
+		c0, t0 := cpuTime(), time.Now()
+		if err := f(); err != nil {
+			return err
+		}
+		fmt.Printf("%s: %v (cpu %v)\n", name, time.Since(t0).Round(time.Millisecond), (cpuTime() - c0).Round(time.Millisecond))
+		return nil
+	}
+	var data []byte
+	if err := timed("read the file", func() (err error) { data, err = os.ReadFile(args[0]); return err }); err != nil {
+		return err
+	}
+	lines := 0
+	_ = timed("find the lines", func() error { lines = bytes.Count(data, []byte{'\n'}); return nil })
+	each := func(f func(line []byte) error) error {
+		for rest := data; len(rest) > 0; {
+			line, after, _ := bytes.Cut(rest, []byte{'\n'})
+			if err := f(line); err != nil {
+				return err
+			}
+			rest = after
+		}
+		return nil
+	}
+	if err := timed("json.Valid, every line", func() error {
+		return each(func(line []byte) error {
+			if !json.Valid(line) {
+				return fmt.Errorf("not JSON: %.80s", line)
+			}
+			return nil
+		})
+	}); err != nil {
+		return err
+	}
+	if err := timed("json.Unmarshal into any, every line", func() error {
+		return each(func(line []byte) error {
+			var v any
+			return json.Unmarshal(line, &v)
+		})
+	}); err != nil {
+		return err
+	}
+	fmt.Printf("%d lines, %d MB\n", lines, len(data)>>20)
 	return nil
 }
