@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"slices"
 	"testing"
+
+	"github.com/fencecheck/fencecheck/cluster/links"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -110,5 +113,89 @@ func benchKafkaRoundTrips(b *testing.B, ctx context.Context, dialer func(context
 		if _, err := io.ReadFull(conn, got[:binary.BigEndian.Uint32(size[:])]); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// roundTrips sends n EndTxn requests through conn and reads their answers.
+func roundTrips(t testing.TB, conn net.Conn, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := conn.Write(endTxnFrame(int32(i))); err != nil {
+			t.Fatal(err)
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(conn, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(conn, make([]byte, binary.BigEndian.Uint32(size[:]))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAnswersObserved: with ObserveAnswers, the links record each (request type, error code)
+// pair a process was answered with, a code an error-response fault put in the answer
+// included, in both link modes; without it they record nothing.
+func TestAnswersObserved(t *testing.T) {
+	ctx := context.Background()
+	srv := kafkaServer(t, 15) // COORDINATOR_NOT_AVAILABLE
+	for _, mode := range []string{"proxy", "conn"} {
+		t.Run(mode, func(t *testing.T) {
+			n := newNetwork(t, srv)
+			if mode == "conn" {
+				n = newConnNetwork(t, srv)
+			}
+			dial, err := n.Dialer(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := dial(ctx, "tcp", srv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			roundTrips(t, conn, 3)
+			if got := n.Answers(); len(got) != 0 {
+				t.Fatalf("answers observed before ObserveAnswers: %v", got)
+			}
+			n.ObserveAnswers()
+			roundTrips(t, conn, 3)
+			want := []links.Answer{{API: "endtxn", Error: "COORDINATOR_NOT_AVAILABLE"}}
+			if got := n.Answers(); !slices.Equal(got, want) {
+				t.Fatalf("answers %v, want %v", got, want)
+			}
+			f, err := n.AddKafkaFault(links.KafkaFaultSpec{Action: links.KafkaErrorResponse, API: "endtxn", ErrorCode: 51, Count: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			roundTrips(t, conn, 2)
+			if err := f.Remove(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, links.Answer{API: "endtxn", Error: "CONCURRENT_TRANSACTIONS"})
+			if got := n.Answers(); !slices.Equal(got, want) {
+				t.Fatalf("answers %v, want %v (the injected error is what the client saw)", got, want)
+			}
+		})
+	}
+}
+
+// BenchmarkLinkKafkaRoundTripObserved is BenchmarkLinkKafkaRoundTrip with the answers
+// observed (Network.ObserveAnswers), what `fencecheck explore` pays per request.
+func BenchmarkLinkKafkaRoundTripObserved(b *testing.B) {
+	ctx := context.Background()
+	srv := kafkaServer(b, 0)
+	for _, c := range []struct {
+		name string
+		conn bool
+	}{{"proxy", false}, {"conn", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			n := newNetwork(b, srv)
+			if c.conn {
+				n = newConnNetwork(b, srv)
+			}
+			n.ObserveAnswers()
+			benchKafkaRoundTrips(b, ctx, n.Dialer, srv)
+		})
 	}
 }
