@@ -69,6 +69,9 @@ Exit codes: 0 the search ended without an invalid run, 1 a run was invalid, 2 in
 			if opts.Budget < 0 {
 				return usageErr("--budget %v: want a positive duration such as 10m", opts.Budget)
 			}
+			if opts.MaxFaults < 1 {
+				return usageErr("--max-faults %d: want 1 or more", opts.MaxFaults)
+			}
 			if opts.ShrinkBudget < 0 {
 				return usageErr("--shrink-budget %v: want a duration such as 10m, or 0 for no shrink", opts.ShrinkBudget)
 			}

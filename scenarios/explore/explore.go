@@ -145,7 +145,9 @@ func Run(ctx context.Context, base *scenarios.Scenario, opts Options) (*Result, 
 	}
 	e.res.Faults = e.m.kinds
 	e.say("explore %s: seed %d, %s cluster, transport %s, %s → %s", base.Name, opts.Seed, base.Cluster.Kind, opts.Transport, e.bound(), opts.Out)
-	e.loop(ctx)
+	if err := e.loop(ctx); err != nil {
+		return nil, err
+	}
 	e.res.Took = Duration(time.Since(e.started))
 	if err := e.write(); err != nil {
 		return e.res, err
@@ -227,7 +229,7 @@ func (e *search) menu() error {
 		}
 	}
 	if len(m.kinds) == 0 {
-		return fmt.Errorf("%w: --faults: none of %s can run on a %s cluster", ErrOptions, strings.Join(e.opts.Faults, ", "), s.Cluster.Kind)
+		return fmt.Errorf("%w: --faults: none of %s can run on the %s cluster", ErrOptions, strings.Join(e.opts.Faults, ", "), s.Cluster.Kind)
 	}
 	if m.duration < 4*time.Second {
 		return fmt.Errorf("%w: --duration %v: want at least 4s, so that faults fit after the warm-up", ErrOptions, m.duration)
@@ -273,19 +275,21 @@ func (e *search) next() (sc schedule, parent int, what []string) {
 }
 
 // loop runs the scenario without faults, then schedule after schedule, until a bound, an
-// invalid run or ctx stops it.
-func (e *search) loop(ctx context.Context) {
+// invalid run or ctx stops it. Its error is the first run's when the harness refused the
+// scenario (a bad transport, a cluster kind it cannot run on): a usage error, with nothing
+// written.
+func (e *search) loop(ctx context.Context) error {
 	for n := 0; ; n++ {
 		switch {
 		case ctx.Err() != nil:
 			e.res.Stopped = StoppedInterrupted
-			return
+			return nil
 		case e.opts.Runs > 0 && n >= e.opts.Runs:
 			e.res.Stopped = StoppedRuns
-			return
+			return nil
 		case e.opts.Budget > 0 && time.Since(e.started) >= e.opts.Budget:
 			e.res.Stopped = StoppedBudget
-			return
+			return nil
 		}
 		var sc schedule
 		parent, what := -1, []string{"the scenario without faults"}
@@ -296,7 +300,7 @@ func (e *search) loop(ctx context.Context) {
 		if err != nil {
 			e.res.Error = err.Error()
 			e.res.Stopped = StoppedError
-			return
+			return nil
 		}
 		s.Name = fmt.Sprintf("%s-e%d", e.base.Name, n)
 		s.Nemesis.Script = sc.Lines()
@@ -305,6 +309,9 @@ func (e *search) loop(ctx context.Context) {
 		obs, err := e.opts.run(ctx, s, seed)
 		rec := RunRecord{N: n, Name: s.Name, Seed: seed, Schedule: s.Nemesis.Script, Parent: parent, Mutations: what,
 			Took: Duration(time.Since(began))}
+		if err != nil && n == 0 && errors.Is(err, scenarios.ErrScenario) {
+			return err
+		}
 		if err != nil {
 			rec.Error = err.Error()
 			e.res.Runs = append(e.res.Runs, rec)
@@ -315,7 +322,7 @@ func (e *search) loop(ctx context.Context) {
 				if ctx.Err() != nil {
 					e.res.Stopped = StoppedInterrupted
 				}
-				return
+				return nil
 			}
 			continue
 		}
@@ -333,7 +340,7 @@ func (e *search) loop(ctx context.Context) {
 			rec.Interrupted = true
 			e.res.Runs = append(e.res.Runs, rec)
 			e.res.Stopped = StoppedInterrupted
-			return
+			return nil
 		}
 		if len(rec.New) > 0 {
 			rec.Kept = true
@@ -343,7 +350,7 @@ func (e *search) loop(ctx context.Context) {
 				e.res.Error = err.Error()
 				e.res.Stopped = StoppedError
 				e.res.Runs = append(e.res.Runs, rec)
-				return
+				return nil
 			}
 		}
 		e.res.Runs = append(e.res.Runs, rec)
@@ -356,7 +363,7 @@ func (e *search) loop(ctx context.Context) {
 			e.res.Invalid = &Invalid{Run: n, Dir: obs.Dir, Broken: obs.Broken, Schedule: s.Nemesis.Script,
 				Command: "fencecheck run " + scenarios.ShellQuote(obs.Dir) + fmt.Sprintf(" --seed %d", seed)}
 			e.res.Stopped = StoppedInvalid
-			return
+			return nil
 		}
 	}
 }

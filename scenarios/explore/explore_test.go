@@ -225,7 +225,7 @@ func TestBadOptions(t *testing.T) {
 		{steady(t), Options{Out: t.TempDir()}, "--budget or --runs"},
 		{steady(t), Options{Out: t.TempDir(), Runs: -1}, "--runs -1"},
 		{steady(t), Options{Out: t.TempDir(), Runs: 1, Faults: []string{"kil"}}, `--faults: "kil" is not a fault explore draws; did you mean kill?`},
-		{steady(t), Options{Out: t.TempDir(), Runs: 1, Faults: []string{"isolate"}}, "--faults: none of isolate can run on a embedded cluster"},
+		{steady(t), Options{Out: t.TempDir(), Runs: 1, Faults: []string{"isolate"}}, "--faults: none of isolate can run on the embedded cluster"},
 		{steady(t), Options{Out: t.TempDir(), Runs: 1, MaxFaults: -2}, "--max-faults -2"},
 		{short, Options{Out: t.TempDir(), Runs: 1}, "--duration 3s"},
 	} {
@@ -282,5 +282,21 @@ func TestDrawnSchedulesAreValid(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRefusedScenarioWritesNothing: a scenario the harness refuses at the first run (a bad
+// transport) is the search's error, a usage error, and leaves no output folder behind.
+func TestRefusedScenarioWritesNothing(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	run := func(context.Context, *scenarios.Scenario, uint64) (*observation, error) {
+		return nil, fmt.Errorf("%w: no such mutant", scenarios.ErrScenario)
+	}
+	res, err := Run(context.Background(), steady(t), Options{Out: out, Runs: 3, run: run, shrink: noShrink})
+	if !errors.Is(err, scenarios.ErrScenario) || res != nil {
+		t.Fatalf("result %v, error %v: want the harness's refusal", res, err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output folder after a refused first run: %v, want none", err)
 	}
 }

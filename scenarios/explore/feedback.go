@@ -10,6 +10,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster/links"
+	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
 )
 
@@ -21,12 +22,14 @@ import (
 //   - op KIND OUTCOME [CLASS]: an operation kind and how it completed (ok, fail, info: the
 //     outcome unknown), with the error class of a failure ("op work info timeout");
 //   - op-in-fault KIND OUTCOME FAULT: the same, for an operation invoked while a fault window
-//     of kind FAULT was open (what the fault did to the clients);
+//     of kind FAULT was open (what the fault did to the clients); a Kafka-aware fault is
+//     named with its request type ("drop-response endtxn");
 //   - state ...: the transaction and group state changes the history shows: an acquire that
 //     got a new producer id or bumped the epoch of the role's last one, a describe that saw a
 //     holder or none, a describe behind the last acquire, a pipeline member's transaction
 //     under a new generation (a rebalance);
-//   - fault FAULT took-hold|missed: whether each fault window took hold;
+//   - fault FAULT took-hold|missed: whether each fault window took hold (a Kafka-aware one
+//     named with its request type);
 //   - promise NAME kept|not-kept: every coverage promise the checker knows (not only the
 //     scenario's), judged on the run's history, so a run that made the first handoff, fenced
 //     the first write or paused a member that was then fenced shows it;
@@ -87,17 +90,31 @@ func observe(ctx context.Context, dir reports.Dir, answers []links.Answer, res *
 	return t, nil
 }
 
+// faultWhat names a fault window: its kind, and for a Kafka-aware fault the request type it
+// acts on (the second word of its one-line form), so that a drop-response of EndTxn and one
+// of Produce are told apart.
+func faultWhat(f history.Fault) string {
+	if slices.Contains(nemesis.KafkaFaultNames(), string(f.Kind)) {
+		if w := strings.Fields(f.Spec); len(w) > 1 {
+			return string(f.Kind) + " " + w[1]
+		}
+	}
+	return string(f.Kind)
+}
+
 // fromHistory adds the tuples of h's operations, fault windows and state changes.
 func fromHistory(t tuples, h *history.History) {
-	for _, f := range h.Faults {
+	what := make([]string, len(h.Faults)) // each window's fault, with its request type
+	for i, f := range h.Faults {
 		if f.Kind == history.KindMemberPause {
 			continue
 		}
+		what[i] = faultWhat(f)
 		state := "missed"
 		if f.TookHold {
 			state = "took-hold"
 		}
-		t.add("fault", string(f.Kind), state)
+		t.add("fault", what[i], state)
 	}
 	last := map[string]history.Token{} // each role's last acquired token
 	gens := map[string]int32{}         // each pipeline member's last generation
@@ -114,9 +131,9 @@ func fromHistory(t tuples, h *history.History) {
 			words = append(words, op.Error)
 		}
 		t.add(words...)
-		for _, f := range h.Faults {
+		for i, f := range h.Faults {
 			if f.Kind != history.KindMemberPause && f.Start <= op.Invoke && (f.End == history.Never || op.Invoke < f.End) {
-				t.add("op-in-fault", string(op.Kind), outcome, string(f.Kind))
+				t.add("op-in-fault", string(op.Kind), outcome, what[i])
 			}
 		}
 		if op.Type != history.TypeOK || op.Pending {
