@@ -69,7 +69,7 @@ Exit codes: 0 the search ended without an invalid run, 1 a run was invalid, 2 in
 			if opts.Budget < 0 {
 				return usageErr("--budget %v: want a positive duration such as 10m", opts.Budget)
 			}
-			if opts.MaxFaults < 1 {
+			if c.Flags().Changed("max-faults") && opts.MaxFaults < 1 {
 				return usageErr("--max-faults %d: want 1 or more", opts.MaxFaults)
 			}
 			if opts.ShrinkBudget < 0 {
@@ -110,7 +110,7 @@ Exit codes: 0 the search ended without an invalid run, 1 a run was invalid, 2 in
 	fl.Uint64Var(&f.seed, "seed", 0, "the search's seed: run n runs with seed S+n; 0 picks one (printed and in explore.json)")
 	fl.StringVar(&opts.Out, "out", "", "output folder (default explore/<scenario>/<UTC time>)")
 	fl.StringSliceVar(&opts.Faults, "faults", nil, "fault kinds to draw, comma-separated (default: every one the cluster can do: "+strings.Join(explore.FaultNames(), ", ")+")")
-	fl.IntVar(&opts.MaxFaults, "max-faults", 3, "most faults in one schedule")
+	fl.IntVar(&opts.MaxFaults, "max-faults", 0, "most faults in one schedule (default: one per 5 s of the scenario's duration, at least 3)")
 	fl.DurationVar(&opts.ShrinkBudget, "shrink-budget", 10*time.Minute, "budget of fencecheck shrink on the first invalid run; 0: no shrink")
 	f.addScenarioFlags(fl)
 	return c

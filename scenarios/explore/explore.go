@@ -53,7 +53,8 @@ type Options struct {
 	// Faults are the fault kinds drawn (default: every one the scenario's cluster kind can
 	// do). FaultNames lists them.
 	Faults []string
-	// MaxFaults is the most faults a schedule holds. Default 3.
+	// MaxFaults is the most faults a schedule holds. Default: one per 5 s of the scenario's
+	// duration, at least 3.
 	MaxFaults int
 	// ShrinkBudget is the budget of the shrink of an invalid run; 0: no shrink (the invalid
 	// run is named, and `fencecheck shrink DIR` shrinks it later).
@@ -101,7 +102,8 @@ func Run(ctx context.Context, base *scenarios.Scenario, opts Options) (*Result, 
 		return nil, fmt.Errorf("%w: --budget or --runs must bound the search", ErrOptions)
 	}
 	if opts.MaxFaults == 0 {
-		opts.MaxFaults = 3
+		// A fault every 5 s or so, as the random schedules of the catalogue have.
+		opts.MaxFaults = max(3, int(base.Duration.D()/(5*time.Second)))
 	}
 	if opts.MaxFaults < 1 {
 		return nil, fmt.Errorf("%w: --max-faults %d: want 1 or more", ErrOptions, opts.MaxFaults)
@@ -179,6 +181,7 @@ type search struct {
 	m       menu
 	seen    map[string]int // every tuple reached, and the run that reached it first
 	corpus  []schedule
+	weights []int // each kept schedule's weight as a parent (see weight)
 	res     *Result
 	started time.Time
 }
@@ -264,7 +267,7 @@ func (e *search) next() (sc schedule, parent int, what []string) {
 			}
 			sc = sc.sorted()
 		} else {
-			parent = e.rng.IntN(len(e.corpus))
+			parent = e.pickParent()
 			sc, what = e.m.mutate(e.rng, e.corpus[parent], e.corpus)
 		}
 		if sc.valid() == nil {
@@ -272,6 +275,41 @@ func (e *search) next() (sc schedule, parent int, what []string) {
 		}
 	}
 	return nil, -1, []string{"none valid"}
+}
+
+// weight is how often a kept schedule is picked as a parent, against the others: one, plus
+// one for each tuple it reached first that says what the clients, the brokers or the
+// checker saw (answers, outcomes, state changes, verdicts), up to ten more. A tuple that only
+// says a fault of a new kind took hold earns nothing: every fault kind's first try reaches
+// one, and a schedule that changed nothing else is not worth more mutations than another.
+// The schedule without faults (run 0) reaches everything first and weighs one.
+func weight(n int, newTuples []string) int {
+	w := 1
+	if n == 0 {
+		return w
+	}
+	for _, t := range newTuples {
+		if c, _, _ := strings.Cut(t, " "); c != "fault" && c != "promise" && w < 11 {
+			w++
+		}
+	}
+	return w
+}
+
+// pickParent picks a kept schedule by weight.
+func (e *search) pickParent() int {
+	total := 0
+	for _, w := range e.weights {
+		total += w
+	}
+	r := e.rng.IntN(total)
+	for i, w := range e.weights {
+		if r < w {
+			return i
+		}
+		r -= w
+	}
+	return len(e.weights) - 1
 }
 
 // loop runs the scenario without faults, then schedule after schedule, until a bound, an
@@ -345,6 +383,7 @@ func (e *search) loop(ctx context.Context) error {
 		if len(rec.New) > 0 {
 			rec.Kept = true
 			e.corpus = append(e.corpus, sc)
+			e.weights = append(e.weights, weight(n, rec.New))
 			rec.File = filepath.Join(corpusDir, s.Name+".yaml")
 			if err := e.writeCorpus(s, &rec); err != nil {
 				e.res.Error = err.Error()

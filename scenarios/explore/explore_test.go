@@ -248,10 +248,11 @@ func TestDrawnSchedulesAreValid(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := &search{opts: Options{MaxFaults: 3}, base: base, rng: newRand(5)}
+			e.opts.MaxFaults = 3
 			if err := e.menu(); err != nil {
 				t.Fatal(err)
 			}
-			e.corpus = []schedule{nil}
+			e.corpus, e.weights = []schedule{nil}, []int{1}
 			drawn := map[string]bool{}
 			for i := range 400 {
 				sc, _, what := e.next()
@@ -273,7 +274,7 @@ func TestDrawnSchedulesAreValid(t *testing.T) {
 					}
 				}
 				if i%3 == 0 {
-					e.corpus = append(e.corpus, sc)
+					e.corpus, e.weights = append(e.corpus, sc), append(e.weights, 1+i%5)
 				}
 			}
 			for _, k := range e.m.kinds {
@@ -298,5 +299,37 @@ func TestRefusedScenarioWritesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("output folder after a refused first run: %v, want none", err)
+	}
+}
+
+// TestParentWeights: a kept schedule weighs one, plus one per tuple it reached first that is
+// not only a fault kind taking hold or a promise, up to eleven; the schedule without faults
+// weighs one; parents are picked in proportion.
+func TestParentWeights(t *testing.T) {
+	many := make([]string, 30)
+	for i := range many {
+		many[i] = fmt.Sprintf("op work info %d", i)
+	}
+	for _, c := range []struct {
+		n    int
+		new  []string
+		want int
+	}{
+		{0, many, 1},
+		{4, []string{"fault drop-response endtxn took-hold", "promise fence kept"}, 1},
+		{4, []string{"fault drop-response endtxn took-hold", "op-in-fault work info drop-response endtxn", "answer endtxn NONE"}, 3},
+		{9, many, 11},
+	} {
+		if got := weight(c.n, c.new); got != c.want {
+			t.Errorf("weight(run %d, %v) = %d, want %d", c.n, c.new, got, c.want)
+		}
+	}
+	e := &search{rng: newRand(1), weights: []int{1, 9}}
+	picked := 0
+	for range 1000 {
+		picked += e.pickParent()
+	}
+	if picked < 850 || picked > 950 {
+		t.Errorf("the parent of weight 9 of 10 was picked %d times in 1000", picked)
 	}
 }
