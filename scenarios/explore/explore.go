@@ -365,6 +365,13 @@ func (e *search) loop(ctx context.Context) error {
 			continue
 		}
 		rec.Dir, rec.Verdict = obs.Dir, string(obs.Verdict)
+		if obs.Interrupted {
+			// Cut short: what it reached is not what its schedule reaches.
+			rec.Interrupted = true
+			e.res.Runs = append(e.res.Runs, rec)
+			e.res.Stopped = StoppedInterrupted
+			return nil
+		}
 		if n == 0 {
 			e.learnAPIs(obs.Tuples)
 		}
@@ -373,12 +380,6 @@ func (e *search) loop(ctx context.Context) error {
 				e.seen[t] = n
 				rec.New = append(rec.New, t)
 			}
-		}
-		if obs.Interrupted {
-			rec.Interrupted = true
-			e.res.Runs = append(e.res.Runs, rec)
-			e.res.Stopped = StoppedInterrupted
-			return nil
 		}
 		if len(rec.New) > 0 {
 			rec.Kept = true
@@ -446,11 +447,9 @@ func realRun(opts Options) func(ctx context.Context, s *scenarios.Scenario, seed
 				obs.Broken = append(obs.Broken, c.Name)
 			}
 		}
-		obs.Tuples, err = observe(ctx, out.Dir, out.Answers, out.Results, promises)
-		if err != nil {
-			// The run still counts: its answers and results are feedback enough.
-			obs.Tuples.add("feedback", "history-unreadable")
-		}
+		// A run without a readable history (its cluster never came up) still counts: its
+		// answers and results are its feedback.
+		obs.Tuples, _ = observe(ctx, out.Dir, out.Answers, out.Results, promises)
 		return obs, nil
 	}
 }
