@@ -212,14 +212,16 @@ func (e *search) menu() error {
 		for p := range cfg.Partitions {
 			m.roles = append(m.roles, fmt.Sprintf("in%d", p))
 		}
-		m.apis = nemesis.MixAPIs()
 	} else {
 		m.processes = s.Workload.Processes
 		for i := range s.Workload.Roles {
 			m.roles = append(m.roles, fmt.Sprintf("r%d", i+1))
 		}
-		m.apis = []string{"initproducerid", "addpartitionstotxn", "produce", "endtxn", "describetransactions", "findcoordinator"}
 	}
+	// The random mix's request types, and FindCoordinator (whose loss sends a client looking
+	// for its coordinator again); learnAPIs narrows them to those the first run was answered
+	// on.
+	m.apis = append(nemesis.MixAPIs(), "findcoordinator")
 	peer := s.Cluster.Kind == scenarios.KindLocal || s.Cluster.Kind == scenarios.KindContainers
 	for _, k := range kinds {
 		switch {

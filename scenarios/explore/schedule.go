@@ -156,13 +156,6 @@ var (
 	delays    = []string{"250ms", "1s", "3s", "8s"}
 	counts    = []int{1, 1, 2, 3, 0}
 	latencies = []string{"100ms", "500ms", "2s"}
-	// errors error-response answers with: retriable ones, which leave the request's outcome
-	// for the client to find out (a definitive refusal of a request the broker took would be
-	// a lie; see nemesis/kafkamix.go).
-	retriable = []string{"NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "CONCURRENT_TRANSACTIONS", "REQUEST_TIMED_OUT"}
-	// untils are what hold delivers after, per held request.
-	untils = map[string]string{"initproducerid": "", "addpartitionstotxn": "endtxn", "produce": "endtxn",
-		"endtxn": "initproducerid", "addoffsetstotxn": "endtxn", "txnoffsetcommit": "endtxn"}
 )
 
 func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
@@ -207,9 +200,15 @@ func (m *menu) refill(rng *rand.Rand, s *step) {
 		case "delay":
 			s.Param = "delay=" + pick(rng, delays)
 		case "error-response":
-			s.Param = "error=" + pick(rng, retriable)
+			// Retriable errors of that request only, as the random mix draws them: the broker
+			// handles the request, so a definitive refusal would be a lie to the client.
+			if errs := nemesis.MixErrors(s.API); len(errs) > 0 {
+				s.Param = "error=" + pick(rng, errs)
+			} else {
+				s.Kind = "drop-response"
+			}
 		case "hold":
-			s.Until = untils[s.API]
+			s.Until = nemesis.MixUntil(s.API)
 			if s.Until == "" {
 				s.Kind = "drop-response" // hold needs a request that delivers it
 			}
