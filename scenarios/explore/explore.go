@@ -227,6 +227,14 @@ func (e *search) menu() error {
 		switch {
 		case len(e.opts.Faults) > 0 && !slices.Contains(e.opts.Faults, k.name):
 		case k.name == "isolate" && !peer:
+		case k.cat == catBroker && s.Cluster.Kind == scenarios.KindExternal && s.Cluster.BrokerCommands == "":
+			// An external cluster's brokers are killed and paused by its commands only.
+		case k.cat == catBroker && s.Workload.IsPipeline() && s.Cluster.Kind == scenarios.KindEmbedded:
+			// A broker that dies or stalls moves partition leaders, and kfake answers the
+			// consumers' OffsetForLeaderEpoch for the last epoch wrongly until the new one is
+			// written, so the members start their partitions over (docs/findings.md): the
+			// catalogue's pipeline scenarios that kill brokers require leader-epochs, which
+			// the embedded cluster refuses, and so does explore.
 		case k.cat == catFreeze && s.Workload.IsPipeline():
 			// A pipeline member's freeze needs a point of its member kind: left to scenarios.
 		default:
