@@ -150,7 +150,6 @@ func Run(ctx context.Context, base *scenarios.Scenario, opts Options) (*Result, 
 	if err := e.loop(ctx); err != nil {
 		return nil, err
 	}
-	e.res.Took = Duration(time.Since(e.started))
 	if err := e.write(); err != nil {
 		return e.res, err
 	}
@@ -404,6 +403,12 @@ func (e *search) loop(ctx context.Context) error {
 			}
 		}
 		e.res.Runs = append(e.res.Runs, rec)
+		// Rewritten after every run, so that a search killed outright leaves what it found.
+		if err := e.write(); err != nil {
+			e.res.Error = err.Error()
+			e.res.Stopped = StoppedError
+			return nil
+		}
 		kept := ""
 		if rec.Kept {
 			kept = fmt.Sprintf(" (+%d, kept)", len(rec.New))

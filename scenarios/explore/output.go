@@ -115,8 +115,9 @@ func (e *search) writeCorpus(s *scenarios.Scenario, rec *RunRecord) error {
 	return atomicfile.Write(path, b)
 }
 
-// write writes explore.json and summary.md.
+// write writes explore.json and summary.md, each replaced whole (atomicfile).
 func (e *search) write() error {
+	e.res.Took = Duration(time.Since(e.started))
 	e.res.Tuples = e.res.Tuples[:0]
 	for t, n := range e.seen {
 		e.res.Tuples = append(e.res.Tuples, Tuple{Tuple: t, Run: n})

@@ -74,7 +74,7 @@ func TestRealRunsFeedback(t *testing.T) {
 func TestExploreFindsUnknownCommitFails(t *testing.T) {
 	testenv.Long(t)
 	out := t.TempDir()
-	res, err := Run(context.Background(), steady(t), Options{Out: out, Runs: 120, Seed: 1,
+	res, err := Run(context.Background(), steady(t), Options{Out: out, Runs: 120, Seed: 1000,
 		Transport: "mutant:unknown-commit-fails", Progress: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
