@@ -138,7 +138,7 @@ func Run(ctx context.Context, base *scenarios.Scenario, opts Options) (*Result, 
 	}
 	base.Nemesis = scenarios.NemesisSpec{} // the search writes the schedules
 	base.OnKafka = nil
-	e := &search{opts: opts, base: base, rng: newRand(opts.Seed), seen: map[string]int{},
+	e := &search{opts: opts, base: base, rng: newRand(opts.Seed), seen: map[string]int{}, ran: map[string]bool{},
 		started: time.Now()}
 	e.res = &Result{Scenario: base.Name, Seed: opts.Seed, Transport: opts.Transport, Cluster: base.Cluster.Kind,
 		Budget: Duration(opts.Budget), MaxRuns: opts.Runs, Out: opts.Out}
@@ -178,7 +178,8 @@ type search struct {
 	base    *scenarios.Scenario
 	rng     *rand.Rand
 	m       menu
-	seen    map[string]int // every tuple reached, and the run that reached it first
+	seen    map[string]int  // every tuple reached, and the run that reached it first
+	ran     map[string]bool // every schedule run, in its one-line form
 	corpus  []schedule
 	weights []int // each kept schedule's weight as a parent (see weight)
 	res     *Result
@@ -266,9 +267,10 @@ func (e *search) learnAPIs(t tuples) {
 }
 
 // next draws the next schedule: a fresh one now and then (and while the corpus holds only
-// the schedule without faults), else a mutation of a kept one.
+// the schedule without faults), else a mutation of a kept one; never one already run (a
+// mutation may undo itself), unless a hundred draws found nothing else.
 func (e *search) next() (sc schedule, parent int, what []string) {
-	for range 100 {
+	for try := range 100 {
 		if len(e.corpus) <= 1 || e.rng.IntN(5) == 0 {
 			sc, parent, what = nil, -1, []string{"fresh"}
 			for n := 1 + e.rng.IntN(e.m.maxFaults); len(sc) < n; {
@@ -279,7 +281,7 @@ func (e *search) next() (sc schedule, parent int, what []string) {
 			parent = e.pickParent()
 			sc, what = e.m.mutate(e.rng, e.corpus[parent], e.corpus)
 		}
-		if sc.valid() == nil {
+		if sc.valid() == nil && (!e.ran[sc.String()] || try >= 99) {
 			return sc, parent, what
 		}
 	}
@@ -351,6 +353,9 @@ func (e *search) loop(ctx context.Context) error {
 		}
 		s.Name = fmt.Sprintf("%s-e%d", e.base.Name, n)
 		s.Nemesis.Script = sc.Lines()
+		if e.ran != nil {
+			e.ran[sc.String()] = true
+		}
 		seed := e.opts.Seed + uint64(n)
 		began := time.Now()
 		obs, err := e.opts.run(ctx, s, seed)
