@@ -54,7 +54,7 @@ Exit codes: 0 the search ended without an invalid run, 1 a run was invalid, 2 in
 254 usage, 255 harness error.`,
 		Example: `  fencecheck explore steady --budget 10m
   fencecheck explore steady --budget 10m --transport mutant:unknown-commit-fails --seed 7
-  fencecheck explore pipeline-steady --runs 40 --faults drop-response,delay,hold,kill
+  fencecheck explore pipeline-steady --runs 40 --faults drop-response,delay,hold,partition
   fencecheck explore steady --budget 1h --cluster local --shrink-budget 20m`,
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
