@@ -202,7 +202,10 @@ func (e *search) bound() string {
 // menu fixes what the search draws from, from the scenario and the cluster kind.
 func (e *search) menu() error {
 	s := e.base
-	m := menu{duration: s.Duration.D(), maxFaults: e.opts.MaxFaults}
+	m := menu{duration: s.Duration.D(), maxFaults: e.opts.MaxFaults, brokers: s.Cluster.Brokers}
+	if m.brokers == 0 {
+		m.brokers = 3 // the cluster's default
+	}
 	if s.Workload.IsPipeline() {
 		cfg, err := s.Workload.PipelineConfig()
 		if err != nil {
@@ -281,7 +284,7 @@ func (e *search) next() (sc schedule, parent int, what []string) {
 			parent = e.pickParent()
 			sc, what = e.m.mutate(e.rng, e.corpus[parent], e.corpus)
 		}
-		if sc.valid() == nil && (!e.ran[sc.String()] || try >= 99) {
+		if sc.valid(e.m.brokers) == nil && (!e.ran[sc.String()] || try >= 99) {
 			return sc, parent, what
 		}
 	}

@@ -148,6 +148,7 @@ type menu struct {
 	roles     []string
 	duration  time.Duration
 	maxFaults int
+	brokers   int // the cluster's, for how long a restart of all holds them
 }
 
 // The values parameters are drawn from: a blip to past a client's request timeout.
@@ -380,12 +381,45 @@ func (m *menu) mutate(rng *rand.Rand, parent schedule, corpus []schedule) (sc sc
 	return sc.sorted(), what
 }
 
-// valid reports whether every step parses as the nemesis reads it.
-func (sc schedule) valid() error {
+// valid reports whether every step parses as the nemesis reads it, and no two broker faults
+// overlap: the nemesis skips a broker fault whose brokers another one holds (a restart during
+// a kill finds no free broker), so the step would never take hold and the run would be
+// inconclusive for nothing.
+func (sc schedule) valid(brokers int) error {
 	for _, line := range sc.Lines() {
 		if _, err := nemesis.ParseStep(line); err != nil {
 			return err
 		}
 	}
+	for i, a := range sc {
+		for _, b := range sc[i+1:] {
+			if a.brokerSpan(brokers) > 0 && b.brokerSpan(brokers) > 0 &&
+				a.At < b.At+b.brokerSpan(brokers) && b.At < a.At+a.brokerSpan(brokers) {
+				return fmt.Errorf("%q and %q hold brokers at once", a, b)
+			}
+		}
+	}
 	return nil
+}
+
+// brokerSpan is how long the step holds brokers: a broker fault's duration (a restart's
+// interval for each broker of the cluster, moving the coordinator a moment), or 0 when it
+// holds none.
+func (s step) brokerSpan(brokers int) time.Duration {
+	cat, _ := kindOf(s.Kind)
+	switch {
+	case s.Kind == "restart":
+		interval := 5 * time.Second
+		if v, ok := strings.CutPrefix(s.Param, "interval="); ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				interval = d
+			}
+		}
+		return time.Duration(brokers) * interval
+	case s.Kind == "move-coordinator":
+		return time.Second
+	case cat == catBroker:
+		return s.For
+	}
+	return 0
 }
