@@ -284,7 +284,7 @@ func (e *search) next() (sc schedule, parent int, what []string) {
 			parent = e.pickParent()
 			sc, what = e.m.mutate(e.rng, e.corpus[parent], e.corpus)
 		}
-		if sc.valid(e.m.brokers) == nil && (!e.ran[sc.String()] || try >= 99) {
+		if e.m.valid(sc) == nil && (!e.ran[sc.String()] || try >= 99) {
 			return sc, parent, what
 		}
 	}

@@ -267,7 +267,7 @@ func TestDrawnSchedulesAreValid(t *testing.T) {
 				if err := s.Validate(); err != nil {
 					t.Fatalf("draw %d (%v): %v", i, what, err)
 				}
-				if err := sc.valid(e.m.brokers); err != nil {
+				if err := e.m.valid(sc); err != nil {
 					t.Fatalf("draw %d (%v): %v", i, what, err)
 				}
 				for _, st := range sc {
@@ -378,22 +378,30 @@ func TestMenuLeavesOutWhatTheClusterCannotRun(t *testing.T) {
 
 // TestBrokerFaultsDoNotOverlap: a schedule whose broker faults overlap (a restart of all
 // during a kill, seen in a search: the restart found no free broker, never took hold, and
-// made the run inconclusive) is not drawn; one whose broker faults follow each other is.
+// made the run inconclusive), or whose rolling restart outlasts the run, is not drawn; one
+// whose broker faults follow each other is.
 func TestBrokerFaultsDoNotOverlap(t *testing.T) {
+	m := &menu{brokers: 3, duration: 30e9}
 	kill := step{At: 10500e6, For: 2e9, Kind: "kill", Brokers: "coordinator of r4"}
 	restart := step{At: 11e9, Kind: "restart", Brokers: "all", Param: "interval=4s"}
 	latency := step{At: 11e9, For: 3e9, Kind: "latency", Processes: "p4", Brokers: "leader of r5", Param: "latency=100ms"}
-	if err := (schedule{kill, restart}).valid(3); err == nil {
+	if err := m.valid(schedule{kill, restart}); err == nil {
 		t.Error("a restart of all during a kill: valid, want refused")
 	}
 	later := restart
 	later.At = 13e9
-	if err := (schedule{kill, later, latency}).valid(3); err != nil {
+	if err := m.valid(schedule{kill, later, latency}); err != nil {
 		t.Errorf("a restart after a kill, a latency beside them: %v", err)
 	}
 	early := restart
 	early.At = 1e9 // three brokers, 4 s apart: it holds them until 13 s
-	if err := (schedule{early, kill}).valid(3); err == nil {
+	if err := m.valid(schedule{early, kill}); err == nil {
 		t.Error("a kill during a rolling restart: valid, want refused")
+	}
+	// Seen too: a restart of all at 17.5 s, 4 s apart, cut short by a 20 s run's end.
+	late := restart
+	late.At = 17500e6
+	if err := (&menu{brokers: 3, duration: 20e9}).valid(schedule{late}); err == nil {
+		t.Error("a rolling restart past the run's end: valid, want refused")
 	}
 }

@@ -381,14 +381,21 @@ func (m *menu) mutate(rng *rand.Rand, parent schedule, corpus []schedule) (sc sc
 	return sc.sorted(), what
 }
 
-// valid reports whether every step parses as the nemesis reads it, and no two broker faults
-// overlap: the nemesis skips a broker fault whose brokers another one holds (a restart during
-// a kill finds no free broker), so the step would never take hold and the run would be
+// valid reports whether every step of sc parses as the nemesis reads it, no two broker
+// faults overlap, and each broker fault ends before the run does: the nemesis skips a broker
+// fault whose brokers another one holds (a restart during a kill finds no free broker), and a
+// rolling restart the run's end cuts short never takes hold, so the step would leave the run
 // inconclusive for nothing.
-func (sc schedule) valid(brokers int) error {
+func (m *menu) valid(sc schedule) error {
 	for _, line := range sc.Lines() {
 		if _, err := nemesis.ParseStep(line); err != nil {
 			return err
+		}
+	}
+	brokers := m.brokers
+	for _, a := range sc {
+		if span := a.brokerSpan(brokers); span > 0 && a.At+span > m.duration-time.Second {
+			return fmt.Errorf("%q holds brokers until %v, past the run's end", a, a.At+span)
 		}
 	}
 	for i, a := range sc {
