@@ -45,6 +45,8 @@ var forbidden = []struct {
 	// soak and selftest are campaigns like suite and shrink: the command line only wires them.
 	{pkg: "scenarios/soak", forbidden: []string{"cmd/..."}},
 	{pkg: "scenarios/selftest", forbidden: []string{"cmd/..."}},
+	// explore is a campaign too: many runs through harness.Run, a shrink at the end.
+	{pkg: "scenarios/explore", forbidden: []string{"cmd/..."}},
 	// What the campaigns share (a lock, seeds, runs side by side) knows nothing of a run.
 	{pkg: "scenarios/campaign", forbidden: []string{"..."}, allowed: []string{"scenarios/campaign"}},
 }
@@ -106,11 +108,11 @@ func TestImportRules(t *testing.T) {
 
 // commandImports lists the module packages a command may import directly. A command only
 // wires flags to the scenarios (data), the harness that runs one (scenarios/harness), the
-// campaigns that run many (suite, soak, selftest, shrink, and what they share in
+// campaigns that run many (suite, soak, selftest, shrink, explore, and what they share in
 // scenarios/campaign), verdicts and exit codes (checker) and the run directory (reports):
 // faults, mutants, process names, durations and the check reach it through those, so there is
 // one door to each.
-var commandImports = []string{"scenarios", "scenarios/harness", "scenarios/shrink", "scenarios/suite", "scenarios/soak", "scenarios/selftest", "scenarios/campaign", "checker", "reports"}
+var commandImports = []string{"scenarios", "scenarios/harness", "scenarios/shrink", "scenarios/suite", "scenarios/soak", "scenarios/selftest", "scenarios/explore", "scenarios/campaign", "checker", "reports"}
 
 // TestCommandsOnlyWire fails when a command imports a module package other than
 // commandImports.

@@ -73,6 +73,29 @@ func MixAPIs() []string {
 	return out
 }
 
+// MixErrors returns the errors error-response may answer request type api with (the
+// retriable ones of that request), and MixUntil the request after whose answer hold delivers
+// it ("" when hold does not take it): what a random schedule draws, for other searches that
+// must not lie to a client either (fencecheck explore).
+func MixErrors(api string) []string {
+	for _, m := range mixAPIs {
+		if m.api == api {
+			return slices.Clone(m.errors)
+		}
+	}
+	return nil
+}
+
+// MixUntil: see MixErrors.
+func MixUntil(api string) string {
+	for _, m := range mixAPIs {
+		if m.api == api {
+			return m.until
+		}
+	}
+	return ""
+}
+
 // candidates returns the request types action may be drawn on among those sent, in mixAPIs'
 // order.
 func (k kafkaMixAction) candidates(sent []string) []mixAPI {

@@ -427,6 +427,10 @@ type kafkaFaults struct {
 	// sent marks, per process (int → *[128]atomic.Bool indexed by API key), the request types
 	// it has sent, so that a random fault is drawn only on requests the run makes (SentAPIs).
 	sent sync.Map
+	// observe turns on the observation of answers (ObserveAnswers); answers marks the
+	// (request type, error code) pairs the processes were answered with (Answers).
+	observe atomic.Bool
+	answers answerMarks
 }
 
 // sentBy returns process's marks of the request types it sent, made on first use.
@@ -514,6 +518,11 @@ type kafkaConn struct {
 	// delivery of held requests.
 	dial func(ctx context.Context) (net.Conn, error)
 
+	// asked are the requests written and not yet answered, by correlation id modulo its
+	// length, while answers are observed (kafkaFaults.observe): a response carries only its
+	// correlation id, so its request type must be remembered from the request.
+	asked [askedSlots]asked
+
 	wbuf  []byte // request bytes not yet a whole frame (Write is not called concurrently)
 	kafka bool   // the first bytes were a Kafka request header
 	raw   atomic.Bool
@@ -558,6 +567,9 @@ func (c *kafkaConn) Write(b []byte) (int, error) {
 		// request belongs to a fault. Metadata requests take the slow path so that topic
 		// ids are learned before a fault needs them.
 		noteSent(c.sent, b)
+		if c.k.observe.Load() {
+			c.ask(b)
+		}
 		return c.Conn.Write(b)
 	}
 	if c.raw.Load() {
@@ -630,6 +642,9 @@ func (c *kafkaConn) request(frame []byte) error {
 		return nil
 	}
 	noteSent(c.sent, frame)
+	if c.k.observe.Load() {
+		c.ask(frame)
+	}
 	r, err := parseRequest(frame, c.k.topicName)
 	if err != nil {
 		_, err := c.Conn.Write(frame) // not ours to judge
@@ -797,6 +812,9 @@ func (c *kafkaConn) response(frame []byte) {
 	e := c.expect[corr]
 	if e == nil {
 		c.mu.Unlock()
+		if c.k.observe.Load() {
+			c.answered(frame, corr, 0)
+		}
 		c.out = append(c.out, frame...)
 		return
 	}
@@ -829,6 +847,9 @@ func (c *kafkaConn) response(frame []byte) {
 		for id, name := range topicIDs(frame, e.version) {
 			c.k.topics.Store(id, name)
 		}
+	}
+	if c.k.observe.Load() && !e.silence {
+		c.answered(frame, corr, e.errCode) // what the client is told
 	}
 	switch {
 	case e.silence:

@@ -26,11 +26,11 @@ Exit codes: 0 valid, 1 invalid (a guarantee was violated), 2 unknown or inconclu
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("%s: %s (see %s --help)", c.CommandPath(), flagProblem(err), c.CommandPath())
 	})
-	// Every command, in one place: running (run, suite, soak, selftest, shrink), reading a
+	// Every command, in one place: running (run, suite, soak, selftest, shrink, explore), reading a
 	// run (check, report), what there is (scenarios, faults), clusters (probe, cluster, heal)
 	// and the adapter of the exec protocol.
 	root.AddCommand(
-		newRun(), newSuite(), newSoak(), newSelftest(), newShrink(),
+		newRun(), newSuite(), newSoak(), newSelftest(), newShrink(), newExplore(),
 		newCheck(), newReport(),
 		newScenariosCmd(), newFaultsCmd(),
 		newProbeCmd(), newClusterCmd(), newHealCmd(),

@@ -15,6 +15,7 @@ import (
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
@@ -130,12 +131,19 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.cluster, "cluster", "", "cluster kind: "+strings.Join(scenarios.ClusterKinds, ", ")+" (default: the scenario's, usually embedded)")
 	fl.Uint64Var(&f.seed, "seed", 0, "root seed of every choice; 0 picks one at random (printed and stored)")
-	fl.DurationVar(&f.duration, "duration", 0, "how long the workload runs (default: the scenario's)")
 	fl.IntVar(&f.count, "count", 1, "run N schedules of each scenario (seeds S, S+1, ... with --seed S), stopping at the first invalid run")
 	fl.IntVar(&f.repeat, "repeat", 1, "run each schedule N times (the same seed), stopping at the first invalid run")
 	fl.StringVar(&f.out, "out", reports.DefaultRoot, "folder of run directories")
+	f.addScenarioFlags(fl)
+	return c
+}
+
+// addScenarioFlags adds the flags that change a scenario before it runs (its cluster, shape,
+// duration and transport), which run and explore share.
+func (f *runFlags) addScenarioFlags(fl *pflag.FlagSet) {
+	fl.StringVar(&f.cluster, "cluster", "", "cluster kind: "+strings.Join(scenarios.ClusterKinds, ", ")+" (default: the scenario's, usually embedded)")
+	fl.DurationVar(&f.duration, "duration", 0, "how long the workload runs (default: the scenario's)")
 	fl.IntVar(&f.txnVersion, "txn-version", 0, "transaction.version of the cluster: 1 or 2 (default: the scenario's)")
 	fl.StringVar(&f.kafkaVersion, "kafka-version", "", "Kafka release for a local cluster (default: what make kafka fetched)")
 	fl.StringVar(&f.kafkaImage, "kafka-image", "", "broker image of a containers cluster (default fencecheck/kafka:<version>, built by make images; or e.g. apache/kafka:4.1.2)")
@@ -150,7 +158,6 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
 	fl.IntVar(&f.members, "members", 0, "members per role; a pipeline's members (default: the scenario's)")
 	fl.StringVar(&f.transport, "transport", "real", "transport under test: real, mutant:NAME (a deliberately broken one; see: fencecheck selftest --list), or exec:COMMAND (an adapter program per process speaking the line protocol of docs/exec-protocol.md, e.g. exec:'fencecheck adapter')")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", checker.DefaultTimeout, "bound of each role's linearizability search")
-	return c
 }
 
 // apply puts the flags that were set on top of s and validates the result.

@@ -40,6 +40,17 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "steady", "--cluster", "external"}, "--cluster external needs --bootstrap HOST:PORT"},
 		{[]string{"soak", "--cluster", "external", "--duration", "1s"}, "--cluster external needs --bootstrap HOST:PORT"},
 		{[]string{"selftest", "--cluster", "external"}, "--cluster external needs --bootstrap HOST:PORT"},
+		{[]string{"explore"}, "takes 1 argument"},
+		{[]string{"explore", "steady"}, "explore needs a bound: --budget D (such as 10m) or --runs N"},
+		{[]string{"explore", "stedy", "--runs", "2"}, "no built-in scenario"},
+		{[]string{"explore", "steady", "--budget", "-1m"}, "--budget -1m0s: want a positive duration"},
+		{[]string{"explore", "steady", "--runs", "-3"}, "--runs -3: want 0 (no bound) or more"},
+		{[]string{"explore", "steady", "--runs", "2", "--faults", "dorp"}, `--faults: "dorp" is not a fault explore draws; did you mean drop?`},
+		{[]string{"explore", "steady", "--runs", "2", "--faults", "isolate"}, "--faults: none of isolate can run on the embedded cluster"},
+		{[]string{"explore", "steady", "--runs", "2", "--max-faults", "0"}, "--max-faults 0: want 1 or more"},
+		{[]string{"explore", "steady", "--runs", "2", "--duration", "2s"}, "--duration 2s: want at least 4s"},
+		{[]string{"explore", "steady", "--runs", "2", "--shrink-budget", "-1s"}, "--shrink-budget -1s"},
+		{[]string{"explore", "steady", "--runs", "2", "--transport", "mutant:nope"}, "no such mutant"},
 	}
 	for _, tc := range tests {
 		out, err := exec.Command(bin, tc.args...).CombinedOutput()

@@ -29,6 +29,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster"
+	"github.com/fencecheck/fencecheck/cluster/links"
 	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/reports"
@@ -65,6 +66,11 @@ type Options struct {
 	// the scenario's. Per-run topic and transactional id names keep runs on one cluster apart.
 	// A run on a shared cluster leaves its broker logs in the cluster's own logs folder.
 	Cluster cluster.Cluster
+	// Observe turns on the links' observation of answers (links.Network.ObserveAnswers) and
+	// returns what they saw in Outcome.Answers: the feedback of `fencecheck explore`. Off, a
+	// run's connections do not decode answers. On a shared cluster (Cluster) the answers of
+	// the cluster's earlier observed runs are included.
+	Observe bool
 }
 
 // Outcome is what a run produced.
@@ -76,6 +82,9 @@ type Outcome struct {
 	Command     string
 	Results     *checker.Results
 	Interrupted bool
+	// Answers are the (request type, error code) pairs the processes' requests were answered
+	// with, through the workload and the final reads, when Options.Observe asked for them.
+	Answers []links.Answer
 }
 
 // heal, health and final-read bounds: they run even after the run's context is cancelled.
@@ -270,6 +279,9 @@ func (r *runner) startCluster(ctx context.Context) error {
 		}
 	}
 	r.cl = cl
+	if r.opts.Observe {
+		cl.Network().ObserveAnswers()
+	}
 	return nil
 }
 
@@ -536,6 +548,9 @@ func (r *runner) cleanup(ctx context.Context) {
 		if err := r.hist.Close(); err != nil {
 			r.harness = append(r.harness, fmt.Errorf("history: %w", err))
 		}
+	}
+	if r.cl != nil && r.opts.Observe {
+		r.out.Answers = r.cl.Network().Answers()
 	}
 	if r.cl != nil && r.opts.Cluster == nil { // a shared cluster is its owner's to stop
 		_ = r.phase("cluster down", func() error {

@@ -1,0 +1,96 @@
+package explore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecheck/fencecheck/checker"
+	"github.com/fencecheck/fencecheck/internal/testenv"
+	"github.com/fencecheck/fencecheck/scenarios"
+)
+
+// small is steady, shrunk to a few seconds and processes: the search's real runs in make test.
+func small(t *testing.T, d time.Duration) *scenarios.Scenario {
+	s := steady(t)
+	s.Workload.Processes, s.Workload.Roles, s.Workload.MembersPerRole = 4, 2, 2
+	s.Duration = scenarios.Duration(d)
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRealRunsFeedback runs a search of two real runs on the embedded cluster: the first,
+// without faults, is kept with the answers the links observed (EndTxn and InitProducerId
+// answered), its operations and their outcomes, and every promise judged; both runs'
+// directories, the corpus file and the summary are written.
+func TestRealRunsFeedback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs scenarios")
+	}
+	t.Parallel()
+	out := t.TempDir()
+	res, err := Run(context.Background(), small(t, 6*time.Second), Options{Out: out, Runs: 2, Seed: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 || res.Stopped != StoppedRuns {
+		t.Fatalf("%d runs, stopped %q: want 2, stopped by --runs", len(res.Runs), res.Stopped)
+	}
+	first := res.Runs[0]
+	if !first.Kept || first.Verdict != string(checker.VerdictValid) {
+		t.Errorf("the run without faults: kept %v, verdict %s: want kept, valid", first.Kept, first.Verdict)
+	}
+	for _, want := range []string{"answer endtxn NONE", "answer initproducerid NONE", "op acquire ok", "op work ok",
+		"promise handoff kept", "check fenced-stale-write valid"} {
+		if !slices.Contains(first.New, want) {
+			t.Errorf("the first run's tuples lack %q: %v", want, first.New)
+		}
+	}
+	if !slices.ContainsFunc(first.New, func(s string) bool { return strings.HasPrefix(s, "promise zombie-fenced") }) {
+		t.Errorf("the first run's tuples judge no zombie-fenced promise, which steady does not make: %v", first.New)
+	}
+	for _, r := range res.Runs {
+		if _, err := os.Stat(filepath.Join(r.Dir, "results.json")); err != nil {
+			t.Errorf("run %d's directory: %v", r.N, err)
+		}
+	}
+	for _, f := range []string{summaryFile, resultFile, filepath.Join(corpusDir, "steady-e0.yaml")} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("output %s: %v", f, err)
+		}
+	}
+}
+
+// TestExploreFindsUnknownCommitFails: from steady, with no scripted faults, explore finds the
+// mutant that reports a commit of unknown outcome as failed, which only a lost or late EndTxn
+// answer shows. Bounded by runs, not time: how fast it finds it is a measurement
+// (docs/measurements.md), not a test.
+func TestExploreFindsUnknownCommitFails(t *testing.T) {
+	testenv.Long(t)
+	out := t.TempDir()
+	res, err := Run(context.Background(), steady(t), Options{Out: out, Runs: 120, Seed: 1000,
+		Transport: "mutant:unknown-commit-fails", Progress: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Invalid == nil {
+		t.Fatalf("no invalid run in %d runs (stopped: %s)", len(res.Runs), res.Stopped)
+	}
+	if !slices.Contains(res.Invalid.Broken, checker.NoZombieCommit) && !slices.Contains(res.Invalid.Broken, checker.NoLostWrite) {
+		t.Errorf("the invalid run broke %v: want no-zombie-commit or no-lost-write", res.Invalid.Broken)
+	}
+}
+
+// testWriter logs each line a search prints.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,432 @@
+package explore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fencecheck/fencecheck/nemesis"
+)
+
+// A schedule is what explore searches over: a scripted fault timeline, the nemesis's own
+// representation (nemesis.Step, one line each in a scenario file). Explore builds its steps
+// from the parts below, so that a mutation can change one part (the target, the time, the
+// request type) and leave the rest; a step's text is always checked by nemesis.ParseStep.
+
+// category is how a fault's one-line form is built.
+type category int
+
+const (
+	catKafka  category = iota // ACTION API of PROCESSES [role ROLE] [until API] [first N] [with ...] for D
+	catLink                   // FAULT PROCESSES from BROKERS [with ...] for D
+	catBroker                 // FAULT BROKERS [with ...] [for D]
+	catFreeze                 // freeze holder of ROLE for D
+	catMove                   // move-coordinator of ROLE (an event)
+)
+
+// kinds are the faults explore draws, with how each is written. A fault that needs more
+// than the cluster has (isolate: peer links) is left out by menu.
+var kinds = []struct {
+	name  string
+	cat   category
+	event bool
+}{
+	{"drop", catKafka, false}, {"drop-response", catKafka, false}, {"delay", catKafka, false},
+	{"hold", catKafka, false}, {"duplicate", catKafka, false}, {"error-response", catKafka, false},
+	{"partition", catLink, false}, {"latency", catLink, false}, {"reset-peer", catLink, false},
+	{"limit-data", catLink, false}, {"flapping", catLink, false}, {"bandwidth", catLink, false},
+	{"slicer", catLink, false},
+	{"kill", catBroker, false}, {"pause", catBroker, false}, {"restart", catBroker, true},
+	{"isolate", catBroker, false},
+	{"freeze", catFreeze, false}, {"move-coordinator", catMove, true},
+}
+
+func kindOf(name string) (cat category, event bool) {
+	for _, k := range kinds {
+		if k.name == name {
+			return k.cat, k.event
+		}
+	}
+	return catKafka, false
+}
+
+// step is one fault of a schedule, in parts.
+type step struct {
+	At   time.Duration
+	For  time.Duration // 0 for an event
+	Kind string
+	// API is a Kafka-aware fault's request type; Until hold's (and duplicate's, optional)
+	// delivering request; Count its "first N" (0: every matching request); Param the one
+	// parameter the fault takes, as name=value ("delay=3s", "error=NOT_COORDINATOR",
+	// "latency=500ms"), or "".
+	API, Until string
+	Count      int
+	Param      string
+	// Processes is the processes' selector ("all", "p3", "holder of r1", "random 2");
+	// Role narrows a Kafka-aware fault to a role's transactional id; Brokers is the brokers'
+	// selector ("all", "coordinator of r1", "leader of r2", "random").
+	Processes, Role, Brokers string
+}
+
+// String is the step's one-line form, as nemesis.ParseStep reads it.
+func (s step) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "at %s %s", units(s.At), s.Kind)
+	cat, event := kindOf(s.Kind)
+	switch cat {
+	case catKafka:
+		b.WriteString(" " + s.API)
+		b.WriteString(" of " + s.Processes)
+		if s.Role != "" {
+			b.WriteString(" role " + s.Role)
+		}
+		if s.Until != "" {
+			b.WriteString(" until " + s.Until)
+		}
+		if s.Count > 0 {
+			fmt.Fprintf(&b, " first %d", s.Count)
+		}
+	case catLink:
+		b.WriteString(" " + s.Processes + " from " + s.Brokers)
+	case catBroker:
+		b.WriteString(" " + s.Brokers)
+	case catFreeze:
+		b.WriteString(" holder of " + s.Role)
+	case catMove:
+		b.WriteString(" of " + s.Role)
+	}
+	if s.Param != "" {
+		b.WriteString(" with " + s.Param)
+	}
+	if !event {
+		b.WriteString(" for " + units(s.For))
+	}
+	return b.String()
+}
+
+// units writes d as a scenario file does: whole seconds as "3s", else milliseconds.
+func units(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return fmt.Sprintf("%dms", d/time.Millisecond)
+}
+
+// schedule is a timeline, its steps in time order.
+type schedule []step
+
+// Lines are the schedule's steps in their one-line form.
+func (sc schedule) Lines() []string {
+	out := make([]string, len(sc))
+	for i, s := range sc {
+		out[i] = s.String()
+	}
+	return out
+}
+
+func (sc schedule) String() string {
+	if len(sc) == 0 {
+		return "no faults"
+	}
+	return strings.Join(sc.Lines(), "; ")
+}
+
+func (sc schedule) sorted() schedule {
+	out := slices.Clone(sc)
+	slices.SortStableFunc(out, func(a, b step) int { return int(a.At - b.At) })
+	return out
+}
+
+// menu is what a search may draw from: the fault kinds, the request types the runs send,
+// the processes, roles and the run's length.
+type menu struct {
+	kinds     []string // fault names
+	apis      []string // request types of the Kafka-aware faults
+	processes int
+	roles     []string
+	duration  time.Duration
+	maxFaults int
+	brokers   int // the cluster's, for how long a restart of all holds them
+}
+
+// The values parameters are drawn from: a blip to past a client's request timeout.
+var (
+	durations = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second}
+	delays    = []string{"250ms", "1s", "3s", "8s"}
+	counts    = []int{1, 1, 2, 3, 0}
+	latencies = []string{"100ms", "500ms", "2s"}
+)
+
+func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
+
+// fresh draws a new step.
+func (m *menu) fresh(rng *rand.Rand) step {
+	s := step{Kind: pick(rng, m.kinds)}
+	m.retime(rng, &s)
+	m.refill(rng, &s)
+	return s
+}
+
+// retime draws the step's time and duration: it starts after the workload warmed up (1 s)
+// and, when it can, ends a second before the run does.
+func (m *menu) retime(rng *rand.Rand, s *step) {
+	s.For = pick(rng, durations)
+	if _, event := kindOf(s.Kind); event {
+		s.For = 0
+	}
+	last := m.duration - s.For - time.Second
+	if last < time.Second {
+		last = time.Second
+	}
+	s.At = time.Second + time.Duration(rng.Int64N(int64(last-time.Second)/int64(500*time.Millisecond)+1))*500*time.Millisecond
+}
+
+// refill draws everything of the step but its kind and times: its targets and parameters.
+func (m *menu) refill(rng *rand.Rand, s *step) {
+	*s = step{At: s.At, For: s.For, Kind: s.Kind}
+	cat, event := kindOf(s.Kind)
+	if !event && s.For == 0 {
+		s.For = pick(rng, durations)
+	}
+	if event {
+		s.For = 0
+	}
+	switch cat {
+	case catKafka:
+		s.API = pick(rng, m.apis)
+		m.retarget(rng, s)
+		switch s.Kind {
+		case "delay":
+			s.Param = "delay=" + pick(rng, delays)
+		case "error-response":
+			// Retriable errors of that request only, as the random mix draws them: the broker
+			// handles the request, so a definitive refusal would be a lie to the client.
+			if errs := nemesis.MixErrors(s.API); len(errs) > 0 {
+				s.Param = "error=" + pick(rng, errs)
+			} else {
+				s.Kind = "drop-response"
+			}
+		case "hold":
+			s.Until = nemesis.MixUntil(s.API)
+			if s.Until == "" {
+				s.Kind = "drop-response" // hold needs a request that delivers it
+			}
+		}
+		s.Count = pick(rng, counts)
+	case catLink:
+		m.retarget(rng, s)
+		switch s.Kind {
+		case "latency":
+			s.Param = "latency=" + pick(rng, latencies)
+		case "partition":
+			if rng.IntN(2) == 0 {
+				s.Param = "mode=blackhole"
+			}
+		}
+	case catBroker:
+		m.retarget(rng, s)
+		if s.Kind == "restart" {
+			s.Param = "interval=" + pick(rng, []string{"2s", "4s"})
+		}
+	case catFreeze, catMove:
+		s.Role = pick(rng, m.roles)
+	}
+}
+
+// retarget draws the step's targets anew.
+func (m *menu) retarget(rng *rand.Rand, s *step) {
+	role := pick(rng, m.roles)
+	cat, _ := kindOf(s.Kind)
+	switch cat {
+	case catKafka:
+		s.Role = ""
+		switch rng.IntN(3) {
+		case 0:
+			s.Processes = "holder of " + role
+		case 1:
+			s.Processes = fmt.Sprintf("p%d", 1+rng.IntN(m.processes))
+		default:
+			s.Processes = "all"
+			if rng.IntN(2) == 0 {
+				s.Role = role
+			}
+		}
+	case catLink:
+		s.Processes = pick(rng, []string{"holder of " + role, fmt.Sprintf("p%d", 1+rng.IntN(m.processes)), "random 2"})
+		s.Brokers = pick(rng, []string{"all", "coordinator of " + role, "leader of " + role})
+	case catBroker:
+		s.Brokers = pick(rng, []string{"coordinator of " + role, "leader of " + role, "random"})
+		if s.Kind == "restart" {
+			s.Brokers = "all"
+		}
+	case catFreeze, catMove:
+		s.Role = role
+	}
+}
+
+// mutations are the ways a schedule changes, each returning false when it cannot apply.
+var mutations = []struct {
+	name string
+	fn   func(m *menu, rng *rand.Rand, sc schedule, corpus []schedule) (schedule, bool)
+}{
+	{"time", func(m *menu, rng *rand.Rand, sc schedule, _ []schedule) (schedule, bool) {
+		if len(sc) == 0 {
+			return sc, false
+		}
+		i := rng.IntN(len(sc))
+		shift := time.Duration(rng.IntN(9)-4) * 500 * time.Millisecond
+		if shift == 0 || sc[i].At+shift < time.Second || sc[i].At+shift > m.duration-time.Second {
+			f := sc[i].For
+			m.retime(rng, &sc[i])
+			if f != 0 && sc[i].For != 0 {
+				sc[i].For = f
+			}
+		} else {
+			sc[i].At += shift
+		}
+		return sc, true
+	}},
+	{"duration", func(m *menu, rng *rand.Rand, sc schedule, _ []schedule) (schedule, bool) {
+		i := slices.IndexFunc(sc, func(s step) bool { return s.For > 0 })
+		if i < 0 {
+			return sc, false
+		}
+		i = pickSustained(rng, sc)
+		sc[i].For = pick(rng, durations)
+		return sc, true
+	}},
+	{"target", func(m *menu, rng *rand.Rand, sc schedule, _ []schedule) (schedule, bool) {
+		if len(sc) == 0 {
+			return sc, false
+		}
+		i := rng.IntN(len(sc))
+		m.retarget(rng, &sc[i])
+		return sc, true
+	}},
+	{"params", func(m *menu, rng *rand.Rand, sc schedule, _ []schedule) (schedule, bool) {
+		if len(sc) == 0 {
+			return sc, false
+		}
+		i := rng.IntN(len(sc))
+		procs, role, brokers := sc[i].Processes, sc[i].Role, sc[i].Brokers
+		m.refill(rng, &sc[i])
+		if cat, _ := kindOf(sc[i].Kind); cat == catKafka || cat == catLink || cat == catBroker {
+			sc[i].Processes, sc[i].Role, sc[i].Brokers = procs, role, brokers
+			if cat == catBroker && brokers == "" || cat != catBroker && procs == "" {
+				m.retarget(rng, &sc[i])
+			}
+		}
+		return sc, true
+	}},
+	{"kind", func(m *menu, rng *rand.Rand, sc schedule, _ []schedule) (schedule, bool) {
+		if len(sc) == 0 {
+			return sc, false
+		}
+		i := rng.IntN(len(sc))
+		at, f := sc[i].At, sc[i].For
+		sc[i] = step{At: at, For: f, Kind: pick(rng, m.kinds)}
+		m.refill(rng, &sc[i])
+		return sc, true
+	}},
+	{"add", func(m *menu, rng *rand.Rand, sc schedule, _ []schedule) (schedule, bool) {
+		if len(sc) >= m.maxFaults {
+			return sc, false
+		}
+		return append(sc, m.fresh(rng)), true
+	}},
+	{"remove", func(m *menu, rng *rand.Rand, sc schedule, _ []schedule) (schedule, bool) {
+		if len(sc) < 2 {
+			return sc, false
+		}
+		i := rng.IntN(len(sc))
+		return slices.Delete(sc, i, i+1), true
+	}},
+	{"splice", func(m *menu, rng *rand.Rand, sc schedule, corpus []schedule) (schedule, bool) {
+		if len(sc) >= m.maxFaults {
+			return sc, false
+		}
+		other := corpus[rng.IntN(len(corpus))]
+		if len(other) == 0 {
+			return sc, false
+		}
+		return append(sc, other[rng.IntN(len(other))]), true
+	}},
+}
+
+func pickSustained(rng *rand.Rand, sc schedule) int {
+	var idx []int
+	for i, s := range sc {
+		if s.For > 0 {
+			idx = append(idx, i)
+		}
+	}
+	return idx[rng.IntN(len(idx))]
+}
+
+// mutate applies one to three mutations to a copy of parent; what names them.
+func (m *menu) mutate(rng *rand.Rand, parent schedule, corpus []schedule) (sc schedule, what []string) {
+	sc = slices.Clone(parent)
+	for n := 1 + rng.IntN(3); len(what) < n; {
+		mu := pick(rng, mutations)
+		var ok bool
+		if sc, ok = mu.fn(m, rng, sc, corpus); ok {
+			what = append(what, mu.name)
+		} else if len(sc) == 0 {
+			sc = append(sc, m.fresh(rng))
+			what = append(what, "add")
+		}
+	}
+	return sc.sorted(), what
+}
+
+// valid reports whether every step of sc parses as the nemesis reads it, no two broker
+// faults overlap, and each broker fault ends before the run does: the nemesis skips a broker
+// fault whose brokers another one holds (a restart during a kill finds no free broker), and a
+// rolling restart the run's end cuts short never takes hold, so the step would leave the run
+// inconclusive for nothing.
+func (m *menu) valid(sc schedule) error {
+	for _, line := range sc.Lines() {
+		if _, err := nemesis.ParseStep(line); err != nil {
+			return err
+		}
+	}
+	brokers := m.brokers
+	for _, a := range sc {
+		if span := a.brokerSpan(brokers); span > 0 && a.At+span > m.duration-time.Second {
+			return fmt.Errorf("%q holds brokers until %v, past the run's end", a, a.At+span)
+		}
+	}
+	for i, a := range sc {
+		for _, b := range sc[i+1:] {
+			if a.brokerSpan(brokers) > 0 && b.brokerSpan(brokers) > 0 &&
+				a.At < b.At+b.brokerSpan(brokers) && b.At < a.At+a.brokerSpan(brokers) {
+				return fmt.Errorf("%q and %q hold brokers at once", a, b)
+			}
+		}
+	}
+	return nil
+}
+
+// brokerSpan is how long the step holds brokers: a broker fault's duration (a restart's
+// interval for each broker of the cluster, moving the coordinator a moment), or 0 when it
+// holds none.
+func (s step) brokerSpan(brokers int) time.Duration {
+	cat, _ := kindOf(s.Kind)
+	switch {
+	case s.Kind == "restart":
+		interval := 5 * time.Second
+		if v, ok := strings.CutPrefix(s.Param, "interval="); ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				interval = d
+			}
+		}
+		return time.Duration(brokers) * interval
+	case s.Kind == "move-coordinator":
+		return time.Second
+	case cat == catBroker:
+		return s.For
+	}
+	return 0
+}
