@@ -24,34 +24,8 @@ func TestExploreCtrlC(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "explore")
 	cmd := exec.Command(bin, "explore", "steady", "--runs", "50", "--duration", "5s", "--processes", "4",
 		"--roles", "2", "--members", "2", "--seed", "3", "--out", out)
-	lines := outputLines(t, cmd)
-	var printed []string
-	// A guard against a hang, not a speed: the first run is a few seconds of workload.
-	timeout := time.After(5 * time.Minute)
-wait:
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("explore ended before its first run (exit %d):\n%s", exitCode(t, cmd.Wait()), strings.Join(printed, "\n"))
-			}
-			printed = append(printed, l)
-			if strings.HasPrefix(l, "run 0 ") {
-				break wait
-			}
-		case <-timeout:
-			t.Fatalf("no run within 5 minutes:\n%s", strings.Join(printed, "\n"))
-		}
-	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	for l := range lines {
-		printed = append(printed, l)
-	}
-	if code := exitCode(t, cmd.Wait()); code != 2 {
-		t.Fatalf("exit %d after SIGINT, want 2; output:\n%s", code, strings.Join(printed, "\n"))
-	}
+	printed := interruptWhen(t, cmd, outputLines(t, cmd), "its first run", 5*time.Minute,
+		func(l string) bool { return strings.HasPrefix(l, "run 0 ") })
 	var res struct {
 		Stopped string `json:"stopped"`
 		Runs    []struct {

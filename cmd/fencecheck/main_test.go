@@ -8,9 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // buildBinary builds fencecheck once per test binary for the tests that run it as a user
@@ -92,6 +94,41 @@ func outputLines(t *testing.T, cmd *exec.Cmd) <-chan string {
 		close(lines)
 	}()
 	return lines
+}
+
+// interruptWhen reads cmd's output lines until one satisfies ready (what names it in a
+// failure), then sends SIGINT and reads the rest; it fails t unless cmd then exits 2 (an
+// interrupted command). It returns every line printed. guard bounds the wait for ready
+// against a hang: it is not a speed.
+func interruptWhen(t *testing.T, cmd *exec.Cmd, lines <-chan string, what string, guard time.Duration, ready func(string) bool) []string {
+	t.Helper()
+	var printed []string
+	timeout := time.After(guard)
+wait:
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s ended before %s (exit %d):\n%s", cmd.Args[1], what, exitCode(t, cmd.Wait()), strings.Join(printed, "\n"))
+			}
+			printed = append(printed, l)
+			if ready(l) {
+				break wait
+			}
+		case <-timeout:
+			t.Fatalf("not %s within %v:\n%s", what, guard, strings.Join(printed, "\n"))
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for l := range lines {
+		printed = append(printed, l)
+	}
+	if code := exitCode(t, cmd.Wait()); code != 2 {
+		t.Fatalf("exit %d after SIGINT, want 2; output:\n%s", code, strings.Join(printed, "\n"))
+	}
+	return printed
 }
 
 func without(all, except []string) []string {

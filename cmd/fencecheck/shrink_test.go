@@ -56,33 +56,8 @@ func TestShrinkCtrlC(t *testing.T) {
 	// tries, and on a loaded machine might leave none for a candidate. The budget and the wait
 	// below only guard against a hang.
 	cmd := exec.Command(bin, "shrink", origin, "--candidates", "20", "--budget", "30m", "--tries", "1", "--out", out)
-	lines := outputLines(t, cmd)
-	var printed []string
-	timeout := time.After(10 * time.Minute)
-wait:
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("shrink ended before it kept a candidate (exit %d):\n%s", exitCode(t, cmd.Wait()), strings.Join(printed, "\n"))
-			}
-			printed = append(printed, l)
-			if strings.Contains(l, "FAILS, kept") {
-				break wait
-			}
-		case <-timeout:
-			t.Fatalf("no candidate kept within 10 minutes:\n%s", strings.Join(printed, "\n"))
-		}
-	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	for l := range lines {
-		printed = append(printed, l)
-	}
-	if code := exitCode(t, cmd.Wait()); code != 2 {
-		t.Fatalf("exit %d after SIGINT, want 2; output:\n%s", code, strings.Join(printed, "\n"))
-	}
+	printed := interruptWhen(t, cmd, outputLines(t, cmd), "a kept candidate", 10*time.Minute,
+		func(l string) bool { return strings.Contains(l, "FAILS, kept") })
 	if !strings.Contains(strings.Join(printed, "\n"), "interrupted: keeping the best so far") {
 		t.Errorf("shrink does not say it kept the best so far:\n%s", strings.Join(printed, "\n"))
 	}
