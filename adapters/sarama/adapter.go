@@ -390,13 +390,7 @@ func (a *adapter) write(role string, ws []write) *callError {
 		return fail(kindOf(err), fmt.Sprintf("BeginTxn: %s (txn status %s)", errText(err), p.TxnStatus()))
 	}
 	for _, w := range ws {
-		msg := &sarama.ProducerMessage{Topic: w.Topic, Partition: w.Partition}
-		if w.Key != nil {
-			msg.Key = sarama.ByteEncoder(w.Key)
-		}
-		if w.Value != nil {
-			msg.Value = sarama.ByteEncoder(w.Value)
-		}
+		msg := message(w.Topic, w.Partition, w.Key, w.Value)
 		select {
 		case p.Input() <- msg:
 		case <-timer.C:
@@ -506,13 +500,7 @@ func (a *adapter) register(topic string, partition int32, key, value []byte) (in
 	if cerr != nil {
 		return 0, cerr // nothing was sent
 	}
-	msg := &sarama.ProducerMessage{Topic: topic, Partition: partition}
-	if key != nil {
-		msg.Key = sarama.ByteEncoder(key)
-	}
-	if value != nil {
-		msg.Value = sarama.ByteEncoder(value)
-	}
+	msg := message(topic, partition, key, value)
 	type result struct {
 		off int64
 		err error
@@ -672,6 +660,18 @@ func (a *adapter) shutdown() {
 const errTransactionalIDNotFound = sarama.KError(105)
 
 // errText is what Sarama said: its text, and the Kafka error code and name where there is one.
+// message is a record to produce to partition of topic; a nil key or value stays null.
+func message(topic string, partition int32, key, value []byte) *sarama.ProducerMessage {
+	msg := &sarama.ProducerMessage{Topic: topic, Partition: partition}
+	if key != nil {
+		msg.Key = sarama.ByteEncoder(key)
+	}
+	if value != nil {
+		msg.Value = sarama.ByteEncoder(value)
+	}
+	return msg
+}
+
 func errText(err error) string {
 	if err == nil {
 		return ""

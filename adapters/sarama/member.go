@@ -639,13 +639,7 @@ func (m *member) transact(offs []offset, outs []output, memberID string, generat
 	timer := time.NewTimer(time.Until(txnDeadline))
 	defer timer.Stop()
 	for _, o := range outs {
-		msg := &sarama.ProducerMessage{Topic: m.cfg.Output, Partition: o.Partition}
-		if o.Key != nil {
-			msg.Key = sarama.ByteEncoder(o.Key)
-		}
-		if o.Value != nil {
-			msg.Value = sarama.ByteEncoder(o.Value)
-		}
+		msg := message(m.cfg.Output, o.Partition, o.Key, o.Value)
 		select {
 		case ap.Input() <- msg:
 		case <-timer.C:
