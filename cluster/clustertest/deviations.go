@@ -30,9 +30,12 @@ var Deviations = []Deviation{
 	{Name: "stale-epoch-init", Probe: staleEpochInit},
 	{Name: "tv2-phantom-transaction", Probe: phantomTransaction},
 	{Name: "read-committed-aborted-at-fetch-limit", Probe: abortedAtFetchLimit},
-	{Name: "epoch-end-undefined-after-leader-change", Probe: epochEndAfterLeaderChange},
 	{Name: "add-partitions-batched-ignored", Probe: addPartitionsBatched},
-	// Last: it leaves kfake's controller unable to create topics.
+	// Last, the two probes that restart a broker: after kfake's controller (its highest node
+	// id) restarts, kfake creates no topic (the last deviation), and the partition leader the
+	// first restarts is sometimes the controller, so a probe after it could not create its
+	// topic (add-partitions-batched-ignored failed so in a CI run).
+	{Name: "epoch-end-undefined-after-leader-change", Probe: epochEndAfterLeaderChange},
 	{Name: "create-topics-not-controller-after-restart", Probe: createAfterRestart},
 }
 
