@@ -291,11 +291,21 @@ class Member:
         return res
 
     def abort(self, res):
-        try:
-            self.producer.abort_transaction(max(0.001, self.rt / 2))
-        except BaseException as e:  # noqa: BLE001
-            res["error"]["message"] += "; abort_transaction: %s" % self.lib.describe_exc(e)
-            self.give_up(res)
+        """abort_transaction within a request timeout. librdkafka answers a call that ran out of
+        its own timeout with a retriable _TIMED_OUT ("retry call to resume"): the abort is
+        called again while time is left, as librdkafka asks."""
+        deadline = time.monotonic() + self.rt
+        while True:
+            try:
+                self.producer.abort_transaction(max(0.001, min(self.rt / 2, deadline - time.monotonic())))
+                return
+            except BaseException as e:  # noqa: BLE001
+                err = self.lib.kafka_error(e)
+                if err is not None and err.retriable() and not err.fatal() and deadline - time.monotonic() > 0.05:
+                    continue
+                res["error"]["message"] += "; abort_transaction: %s" % self.lib.describe_exc(e)
+                self.give_up(res)
+                return
 
     def give_up(self, res):
         res["restart"] = True
