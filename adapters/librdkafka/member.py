@@ -183,7 +183,8 @@ class Member:
                 while not out:
                     rem = deadline - time.monotonic()
                     msgs = self.consumer.consume(num_messages=1, timeout=max(0.0, rem))
-                    msgs += self.consumer.consume(num_messages=self.max_poll - len(msgs), timeout=0) if msgs else []
+                    if msgs and self.max_poll > len(msgs):  # consume refuses num_messages 0
+                        msgs += self.consumer.consume(num_messages=self.max_poll - len(msgs), timeout=0)
                     for m in msgs:
                         err = m.error()
                         if err is not None:
