@@ -30,11 +30,11 @@ $(LIBRDKAFKA_ADAPTER_VENV)/.installed: $(LIBRDKAFKA_ADAPTER_DIR)/requirements.tx
 	  echo "make librdkafka-adapter: pip could not install confluent-kafka==2.16.1 from adapters/librdkafka/requirements.txt (is PyPI reachable? is there a wheel for this Python and platform?)" >&2; exit 1; }
 	@touch "$@"
 
-$(LIBRDKAFKA_ADAPTER_STAMP): $(LIBRDKAFKA_ADAPTER_VENV)/.installed $(LIBRDKAFKA_ADAPTER_DIR)/adapter.py $(LIBRDKAFKA_ADAPTER_DIR)/fencecheck-librdkafka-adapter
+$(LIBRDKAFKA_ADAPTER_STAMP): $(LIBRDKAFKA_ADAPTER_VENV)/.installed $(LIBRDKAFKA_ADAPTER_DIR)/adapter.py $(LIBRDKAFKA_ADAPTER_DIR)/member.py $(LIBRDKAFKA_ADAPTER_DIR)/fencecheck-librdkafka-adapter
 	@rm -f "$@"
-	@"$(LIBRDKAFKA_ADAPTER_VENV)/bin/python" -B -c 'import sys, confluent_kafka as c; f = sys.argv[1]; compile(open(f).read(), f, "exec"); \
+	@"$(LIBRDKAFKA_ADAPTER_VENV)/bin/python" -B -c 'import sys, confluent_kafka as c; [compile(open(f).read(), f, "exec") for f in sys.argv[1:]]; \
 	  v = (c.__version__, c.libversion()[0]); sys.exit(0 if v == ("2.16.1", "2.16.0") else "confluent-kafka %s / librdkafka %s in the venv, want 2.16.1 / 2.16.0" % v)' \
-	  "$(LIBRDKAFKA_ADAPTER_DIR)/adapter.py" || { echo "make librdkafka-adapter: the adapter does not compile or the venv is wrong (make librdkafka-adapter-clean, then again)" >&2; exit 1; }
+	  "$(LIBRDKAFKA_ADAPTER_DIR)/adapter.py" "$(LIBRDKAFKA_ADAPTER_DIR)/member.py" || { echo "make librdkafka-adapter: the adapter does not compile or the venv is wrong (make librdkafka-adapter-clean, then again)" >&2; exit 1; }
 	@touch "$@"
 	@printf '{"id":1,"op":"hello","version":1}\n' | "$(LIBRDKAFKA_ADAPTER_DIR)/fencecheck-librdkafka-adapter" 2>/dev/null | grep -q '"outcome":"ok"' || { \
 	  rm -f "$@"; echo "make librdkafka-adapter: the adapter does not answer hello (run: printf '{\"id\":1,\"op\":\"hello\",\"version\":1}\\n' | adapters/librdkafka/fencecheck-librdkafka-adapter)" >&2; exit 1; }

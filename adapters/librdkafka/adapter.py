@@ -41,6 +41,8 @@ import traceback
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, Producer, Consumer, TopicPartition
 
+import member
+
 PROTOCOL_VERSION = 1
 CAPABILITIES = ["gateway-token", "no-describe"]
 ADAPTER_VERSION = "0.1"
@@ -195,6 +197,7 @@ class Adapter:
         self.readers_lock = threading.Lock()
         self.plain = None  # registrations: idempotent, outside transactions
         self.plain_lock = threading.Lock()
+        self.member = None  # a pipeline adapter's one member (member.py), after member_start
 
     # -- dispatch --
 
@@ -241,7 +244,10 @@ class Adapter:
     def answer(self, req, fn):
         try:
             resp = fn(req)
-            resp["outcome"] = "ok"
+            if "raw" in resp:
+                resp = resp["raw"]  # a pipeline transact says its own outcome
+            else:
+                resp["outcome"] = "ok"
         except CallError as e:
             resp = {"outcome": "unknown" if e.unknown else "fail",
                     "error": {"kind": e.kind, "message": str(e)}}
@@ -263,8 +269,21 @@ class Adapter:
             return {"version": PROTOCOL_VERSION,
                     "name": "confluent-kafka-python %s, librdkafka %s (fencecheck librdkafka adapter %s)"
                     % (confluent_kafka.__version__, confluent_kafka.libversion()[0], ADAPTER_VERSION),
-                    "capabilities": CAPABILITIES}
+                    "capabilities": CAPABILITIES, "workloads": ["leases", "pipelines"]}
+        if op == "member_start":
+            return self.member_start(req.get("pipeline"))
+        if op in ("poll", "transact"):
+            m = self.member
+            if m is None:
+                raise CallError("invalid_config", False, "%s before member_start" % op)
+            if self.closed:
+                raise CallError("closed", False, "member closed")
+            if op == "poll":
+                return m.poll(int(req.get("wait_ms") or 0))
+            return {"raw": m.transact(req)}
         if op == "start":
+            if self.member is not None:
+                raise CallError("invalid_config", False, "start: this adapter serves a pipeline member")
             return {"transaction_version": self.start(req.get("config") or {})}
         if self.config is None:
             raise CallError("invalid_config", False, "%s before start" % op)
@@ -299,6 +318,35 @@ class Adapter:
             if rs is None:
                 rs = self.roles[role] = RoleState()
             return rs
+
+    # -- pipelines --
+
+    def member_start(self, c):
+        if self.member is not None or self.config is not None:
+            raise CallError("invalid_config", False, "member_start: this adapter already started")
+        if not isinstance(c, dict):
+            raise CallError("invalid_config", False, "member_start without pipeline config")
+        rt = int(c.get("request_timeout_ms") or 0)
+        common = {
+            "socket.connection.setup.timeout.ms": max(1000, rt),
+            "api.version.request.timeout.ms": max(1, rt),
+            "topic.metadata.refresh.interval.ms": max(1000, rt),
+            "reconnect.backoff.ms": 50,
+            "reconnect.backoff.max.ms": 1000,
+            "retry.backoff.ms": 50,
+            "retry.backoff.max.ms": 500,
+            "enable.metrics.push": False,
+            "allow.auto.create.topics": False,
+            "log.connection.close": False,
+            "error_cb": self.on_error,
+        }
+        debug = os.environ.get("FENCECHECK_LIBRDKAFKA_DEBUG", "")
+        if debug:
+            common["debug"] = debug
+        self.member = member.Member(c, sys.modules[__name__], common)
+        log("member started: group %s, protocol %s, transactional id %s", c.get("group"), c.get("protocol") or "classic",
+            c.get("transactional_id"))
+        return {}
 
     # -- start --
 
@@ -681,6 +729,8 @@ class Adapter:
 
     def shutdown(self):
         self.closed = True
+        if self.member is not None:
+            self.member.close()
         dead = []
         with self.roles_lock:
             for rs in self.roles.values():

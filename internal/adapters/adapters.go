@@ -51,7 +51,7 @@ func (c Client) ServesProtocol(protocol string) bool {
 // Clients are the adapters in adapters/, in the order the docs list them.
 var Clients = []Client{
 	{Name: "java", Pipelines: true},
-	{Name: "librdkafka", TransactionVersion: 1},
+	{Name: "librdkafka", TransactionVersion: 1, Pipelines: true},
 	// Sarama has no KIP-848 consumer; its producer offers both AddOffsetsToTxn(offsets, groupID)
 	// and AddOffsetsToTxnWithGroupMetadata (adapters/sarama/README.md, "Pipelines").
 	{Name: "sarama", TransactionVersion: 1, Pipelines: true, GroupProtocols: []string{"classic"},
