@@ -505,6 +505,12 @@ func TestAdapterPipelineConformance(t *testing.T) {
 			if testenv.Race && client.Name != "sarama" {
 				t.Skip("under -race only Sarama's adapter: the plain run covers this one, TestPipelineConformanceThroughTheProtocol the protocol's race-checked side")
 			}
+			if client.Name != "java" {
+				// As in TestAdapterConformance: the Java adapter's JVMs first, alone; the
+				// others' processes start in a fraction of a second, and their suites, each
+				// on a kfake of its own, mostly wait on session timeouts side by side.
+				t.Parallel()
+			}
 			argv := testenv.Adapter(t, client.Name)
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
 				"group.min.session.timeout.ms":         "500",
