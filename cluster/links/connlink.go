@@ -232,8 +232,20 @@ type shutWriter struct {
 	c *toxicConn
 }
 
-func (s shutWriter) Write(b []byte) (int, error) { return s.w.Write(b) }
-func (s shutWriter) Close() error                { s.c.shut(); return nil }
+// Write writes to the destination. Once that fails, the connection is shut (both pipelines'
+// sources end, so each drains and closes) and the rest is discarded, not refused: toxiproxy's
+// link stops reading its pipeline at the first write error, and a toxic still sending into it
+// then blocks a RemoveToxic that waits for it under the collection's lock, and with it every
+// later dial and heal (toxiproxy v2.12.0, its issue 558; a CI run's nemesis test hung so, a
+// slicer's removal waiting on a link whose broker side had closed).
+func (s shutWriter) Write(b []byte) (int, error) {
+	if _, err := s.w.Write(b); err != nil {
+		s.c.shut()
+	}
+	return len(b), nil
+}
+
+func (s shutWriter) Close() error { s.c.shut(); return nil }
 
 // shut closes both pipes and the raw connection, once.
 func (c *toxicConn) shut() {
