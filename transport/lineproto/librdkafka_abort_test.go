@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -17,7 +15,6 @@ import (
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
 	"github.com/fencecheck/fencecheck/transport/pipeline"
-	"github.com/fencecheck/fencecheck/transport/pipeline/pipelinetest"
 )
 
 // TestLibrdkafkaAbortAfterTimedOutAddPartitions shows a librdkafka 2.16.0 bug (librdkafka
@@ -36,12 +33,7 @@ func TestLibrdkafkaAbortAfterTimedOutAddPartitions(t *testing.T) {
 	if testenv.Race {
 		t.Skip("under -race: the plain run covers it (the adapter is another process)")
 	}
-	argv := testenv.Adapter(t, "librdkafka")
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(pipelinetest.KfakeBrokerConfigs()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	argv, c := librdkafkaOnKfake(t)
 	const rt = 2 * time.Second
 	var armed, held, shown atomic.Bool
 	release := make(chan struct{})
@@ -72,18 +64,9 @@ func TestLibrdkafkaAbortAfterTimedOutAddPartitions(t *testing.T) {
 		return nil, nil, false
 	})
 	addr := c.ListenAddrs()[0]
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := inAndOut(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, topic := range []string{"in", "out"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
 	conn := transport.NewConfig(addr, 10*time.Second) // the transaction timeout: longer than the hold
 	conn.RequestTimeout = rt
 	m, err := lineproto.StartMember(ctx, argv, pipeline.Config{Conn: conn, Group: "g", Input: "in", Output: "out",

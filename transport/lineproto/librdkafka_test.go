@@ -33,12 +33,7 @@ func TestLibrdkafkaPipelineOnTheWire(t *testing.T) {
 	if testenv.Race {
 		t.Skip("under -race: the plain run covers it (the adapter is another process)")
 	}
-	argv := testenv.Adapter(t, "librdkafka")
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(pipelinetest.KfakeBrokerConfigs()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	argv, c := librdkafkaOnKfake(t)
 	type commit struct {
 		version    int16
 		generation int32
@@ -86,18 +81,9 @@ func TestLibrdkafkaPipelineOnTheWire(t *testing.T) {
 		return nil, nil, false
 	})
 	addr := c.ListenAddrs()[0]
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := inAndOut(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, topic := range []string{"in", "out"} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-			t.Fatal(err)
-		}
-	}
 	poll := func(m pipeline.Member) pipeline.Batch {
 		t.Helper()
 		var b pipeline.Batch
@@ -164,4 +150,36 @@ func TestLibrdkafkaPipelineOnTheWire(t *testing.T) {
 			}
 		})
 	}
+}
+
+// librdkafkaOnKfake is the librdkafka member's wire tests' setup: the adapter and a one-broker
+// kfake with the pipeline suite's group settings, closed when the test ends.
+func librdkafkaOnKfake(t *testing.T) ([]string, *kfake.Cluster) {
+	t.Helper()
+	argv := testenv.Adapter(t, "librdkafka")
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(pipelinetest.KfakeBrokerConfigs()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return argv, c
+}
+
+// inAndOut creates the one-partition topics "in" and "out" on the cluster at addr and returns
+// a client of it that produces to the partition a record names; it closes when the test ends.
+func inAndOut(t *testing.T, addr string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, topic := range []string{"in", "out"} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cl
 }
