@@ -126,6 +126,7 @@ func checkPipeline(_ context.Context, h *history.History, cfg config) *Results {
 	t0 := time.Now()
 	c.safely(c.result(WellFormed), c.index)
 	c.res.Timings.Index = int64(time.Since(t0))
+	c.memberTxnVersion()
 	t0 = time.Now()
 	for _, l := range []struct {
 		name  string
@@ -162,6 +163,39 @@ func checkPipeline(_ context.Context, h *history.History, cfg config) *Results {
 	c.finish(start)
 	c.setFirstAt()
 	return c.res
+}
+
+// memberTxnVersion sets the results' transaction version (Results.Run) to the one the members'
+// committed transactions were spoken in, as their gateways saw them (PipeResult.TxnVersion),
+// and the cluster's beside it when that differs: the header is written before any member sends
+// a request, so it cannot know what a client behind the exec protocol speaks (a client without
+// KIP-890 speaks 1 on a cluster that finalized 2). When the members differ, the version most
+// of their transactions were spoken in. Nothing changes when no transaction says.
+func (c *pipeRun) memberTxnVersion() {
+	count := map[int]int{}
+	for _, op := range c.txnList {
+		if op.Type == history.TypeOK && op.Result.Pipe != nil && op.Result.Pipe.TxnVersion != 0 {
+			count[op.Result.Pipe.TxnVersion]++
+		}
+	}
+	tv := 0
+	for v, n := range count {
+		if n > count[tv] || (n == count[tv] && v < tv) {
+			tv = v
+		}
+	}
+	if tv == 0 {
+		return
+	}
+	run := &c.res.Run
+	cluster := run.ClusterTransactionVersion
+	if cluster == 0 {
+		cluster = run.TransactionVersion
+	}
+	run.TransactionVersion, run.ClusterTransactionVersion = tv, 0
+	if cluster != 0 && cluster != tv {
+		run.ClusterTransactionVersion = cluster
+	}
 }
 
 // index reads the history into c, and reports as well-formed anomalies what breaks the

@@ -124,6 +124,17 @@ func (r *scheduler) launch(inj *Injection, hold time.Duration, ended chan<- stru
 		if err != nil && r.ctx.Err() == nil {
 			n.log.Warn("fault did not take hold", "fault", inj.name, "err", err)
 		}
+		if sp, ok := inj.f.(spanned); ok && err == nil {
+			if froze, _, ok := sp.Span(); ok {
+				// A freeze lasts its time from when the member froze, not from when it was
+				// armed: a client that reaches its pause point seconds after the step (a
+				// KafkaJS member polls for seconds on a loaded machine) would otherwise be
+				// frozen for less than asked, shorter than the session timeout it must
+				// outlast, and its group would never give its partitions away.
+				_ = sleep(r.ctx, hold-time.Duration(n.now()-froze))
+				return
+			}
+		}
 		_ = sleep(r.ctx, hold-time.Since(injected))
 	})
 }

@@ -153,6 +153,59 @@ func TestFreezeWindowIsWhatHappened(t *testing.T) {
 	})
 }
 
+// TestLateFreezeLastsItsTime: a member that reaches its pause point well after the step armed
+// the freeze is still frozen for the step's whole time, counted from when it froze. Before,
+// the thaw came at the arming plus that time, so a slow client (KafkaJS on a loaded machine,
+// 2.2 s to its pause point) was frozen 2.5 s of a 4.5 s step, less than the 3 s session
+// timeout the step must outlast, and pipeline-zombie came out inconclusive.
+func TestLateFreezeLastsItsTime(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	z := &cappedZombie{m: nemesis.Member{Process: 2, Role: "role-1", ID: "m7"}, start: start, capAt: time.Minute}
+	f := newFixture(t, 1, func(e *nemesis.Env) { e.Freezer, e.Start = z, start })
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil { // the member notices the armed freeze only after its slow poll
+			z.mu.Lock()
+			armed := z.armed
+			z.mu.Unlock()
+			if armed {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(700 * time.Millisecond): // the poll in progress
+		}
+		z.pausePoint()
+	})
+	done := make(chan error, 1)
+	go func() { done <- f.n.Run(ctx, script(t, "at 100ms freeze holder of role-1 for 1000ms")) }()
+	for guard := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ws := f.rec.windows(t); len(ws) == 1 && ws[0].End != history.Never {
+			break
+		}
+		if time.Now().After(guard) {
+			t.Fatal("the freeze's window was not closed within 30 s")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	ws := f.rec.windows(t)
+	if len(ws) != 1 || !ws[0].TookHold {
+		t.Fatalf("windows %+v, want one that took hold", ws)
+	}
+	if got := time.Duration(ws[0].End - ws[0].Start); got < time.Second {
+		t.Fatalf("the member was frozen %v, want the step's 1s from when it froze", got)
+	}
+}
+
 func TestScriptedWindowsNameTheirSteps(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 1, nil)

@@ -270,3 +270,65 @@ func TestPartitionTxnIDsFenceTheZombie(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelineRecordsTheMembersTransactionVersion: a pipeline run records the transaction
+// version its members spoke, not the cluster's. Through the Sarama adapter (Sarama v1.61.1 has
+// no KIP-890: EndTxn v3) on kfake finalized at TV2, the header claims no version for the
+// members, only the cluster's; every committed transaction records TV1, as the member's
+// gateway saw its EndTxn; and the results (the report's "the client speaks") say TV1 on a TV2
+// cluster. fencecheck's in-process member follows the cluster: TV2, as the header says.
+// Before, both runs' headers and results said TV2.
+func TestPipelineRecordsTheMembersTransactionVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs pipeline-steady twice")
+	}
+	t.Parallel()
+	base, _, err := scenarios.Builtin("pipeline-steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, transport         string
+		header, cluster, member int // header's transaction_version and cluster_transaction_version; each committed txn's
+		results, resultsCluster int
+	}{
+		{name: "sarama", transport: adapterTransport(t, "sarama"), header: 0, cluster: 2, member: 1, results: 1, resultsCluster: 2},
+		{name: "in-process", transport: "", header: 2, cluster: 0, member: 0, results: 2, resultsCluster: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := *base
+			s.Duration = units.Duration(6 * time.Second)
+			s.Cluster.TransactionVersion = 2
+			out, err := harness.Run(context.Background(), &s, harness.Options{Root: t.TempDir(), Seed: 1, Transport: tc.transport})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := history.ReadFile(out.Dir.History())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Meta.TransactionVersion != tc.header || h.Meta.ClusterTransactionVersion != tc.cluster {
+				t.Errorf("header: transaction_version %d, cluster_transaction_version %d; want %d and %d",
+					h.Meta.TransactionVersion, h.Meta.ClusterTransactionVersion, tc.header, tc.cluster)
+			}
+			committed := 0
+			for _, op := range h.All() {
+				if op.Kind != history.KindTxn || op.Type != history.TypeOK {
+					continue
+				}
+				committed++
+				if got := op.Result.Pipe.TxnVersion; got != tc.member {
+					t.Fatalf("committed txn op %d recorded txn_version %d, want %d", op.ID, got, tc.member)
+				}
+			}
+			if committed == 0 {
+				t.Fatalf("no transaction committed in %s", out.Dir)
+			}
+			if r := out.Results.Run; r.TransactionVersion != tc.results || r.ClusterTransactionVersion != tc.resultsCluster {
+				t.Errorf("results: the client speaks TV%d, the cluster TV%d; want TV%d and TV%d (0: not said)",
+					r.TransactionVersion, r.ClusterTransactionVersion, tc.results, tc.resultsCluster)
+			}
+		})
+	}
+}

@@ -629,6 +629,10 @@ func (d *decoder) pipeResult(l *lexer, r *PipeResult) error {
 			r.InputEnds, err = d.pipeOffsets(l)
 		case "offsets_at":
 			r.OffsetsAt, err = l.int(64)
+		case "txn_version":
+			var v int64
+			v, err = l.int(64)
+			r.TxnVersion = int(v)
 		case "open_txns":
 			err = l.array(func() error {
 				var t PipeOpenTxn

@@ -127,6 +127,12 @@ type PipeResult struct {
 	// the history's clock): from then on the group coordinator may hold them pending. Zero
 	// when not recorded; the checker then takes the invocation.
 	OffsetsAt int64 `json:"offsets_at,omitempty"`
+	// TxnVersion is the transaction version of a committed transaction (txn) as the member
+	// spoke it on the wire: 2 when its EndTxn was v5 or later (KIP-890), 1 when earlier.
+	// Recorded for members behind the exec protocol, whose gateway sees their requests; 0
+	// when not seen (fencecheck's in-process members, older histories). A client without
+	// KIP-890 speaks 1 on a cluster that finalized 2.
+	TxnVersion int `json:"txn_version,omitempty"`
 	// OpenTxns are the run's transactions the coordinators still had open (final-txns):
 	// none when empty.
 	OpenTxns []PipeOpenTxn `json:"open_txns,omitempty"`

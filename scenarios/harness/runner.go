@@ -592,6 +592,11 @@ func (r *runner) check(ctx context.Context) {
 		return err
 	})
 	r.out.Results = res
+	if res != nil && res.Run.Workload == history.WorkloadPipeline && res.Run.ClusterTransactionVersion != 0 {
+		if tv := res.Run.TransactionVersion; tv != 0 {
+			r.say("client       spoke TV%d (its EndTxn requests, on the wire) on a TV%d cluster", tv, res.Run.ClusterTransactionVersion)
+		}
+	}
 	if res != nil {
 		r.say("verdict      %s (exit %d); report: %s", res.Verdict, res.ExitCode, r.dir.Report())
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/scenarios"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -94,6 +95,13 @@ type System struct {
 	// cluster can appear twice in the grid, once per transport: exec:COMMAND puts an adapter
 	// beside fencecheck's own transport (docs/exec-protocol.md).
 	Transport string `json:"transport,omitempty" yaml:"transport,omitempty"`
+	// GroupProtocol, when set, is the consumer-group protocol of every pipeline scenario on
+	// this system (classic, or consumer: KIP-848, Kafka 4.0 and later), replacing the
+	// scenario's workload.pipeline.protocol, so one scenario file runs under both protocols
+	// without a variant file per protocol. Lease scenarios ignore it. A pipeline cell whose
+	// adapter does not speak the protocol (internal/adapters: Sarama and KafkaJS are classic
+	// only) is skipped with the reason.
+	GroupProtocol string `json:"group_protocol,omitempty" yaml:"group_protocol,omitempty"`
 }
 
 // Exception changes the cells it matches: those of Scenario (any, when empty) on System
@@ -256,6 +264,17 @@ func (f *File) validate() error {
 		if err := checkTransport(sys.Transport); err != nil {
 			return fmt.Errorf("%s.transport: %w", field, err)
 		}
+		switch sys.GroupProtocol {
+		case "", pipeline.ProtocolClassic:
+		case pipeline.ProtocolConsumer:
+			// KIP-848's protocol is generally available from 4.0; 3.x brokers serve it only
+			// as a preview, behind settings the local backend does not set.
+			if strings.HasPrefix(sys.KafkaVersion, "3.") {
+				return fmt.Errorf("%s.group_protocol: Kafka %s has no consumer group protocol (KIP-848 needs 4.0 or later)", field, sys.KafkaVersion)
+			}
+		default:
+			return fmt.Errorf("%s.group_protocol: %q, want %s or %s", field, sys.GroupProtocol, pipeline.ProtocolClassic, pipeline.ProtocolConsumer)
+		}
 		if sys.Name == "" {
 			sys.Name = sys.defaultName()
 		}
@@ -319,6 +338,9 @@ func (s System) defaultName() string {
 	}
 	if s.TransactionVersion != 0 {
 		name += fmt.Sprintf("-tv%d", s.TransactionVersion)
+	}
+	if s.GroupProtocol != "" {
+		name += "-" + s.GroupProtocol
 	}
 	return name
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
+	"github.com/fencecheck/fencecheck/workload/pipeline"
 )
 
 // Options configure Run.
@@ -92,6 +93,15 @@ func (f *File) Plan(noReuse bool) ([]*plannedCell, error) {
 				if sys.Brokers != 0 {
 					s.Cluster.Brokers = sys.Brokers
 				}
+				if sys.GroupProtocol != "" && s.Workload.IsPipeline() {
+					// A copy: the scenario's pipeline settings may be the catalogue's own.
+					var cfg pipeline.Config
+					if s.Workload.Pipeline != nil {
+						cfg = *s.Workload.Pipeline
+					}
+					cfg.Protocol = sys.GroupProtocol
+					s.Workload.Pipeline = &cfg
+				}
 				switch {
 				case ex.Duration > 0:
 					s.Duration = ex.Duration
@@ -108,6 +118,8 @@ func (f *File) Plan(noReuse bool) ([]*plannedCell, error) {
 					c.Status, c.Note = StatusSkipped, ex.Skip
 				case s.Workload.IsPipeline() && !servesPipelines(c.transport):
 					c.Status, c.Note = StatusSkipped, "the adapter serves leases only: its client runs no pipeline member behind the exec protocol yet"
+				case s.Workload.IsPipeline() && !servesProtocol(c.transport, groupProtocol(s)):
+					c.Status, c.Note = StatusSkipped, "the adapter's client has no "+groupProtocol(s)+" group protocol"
 				case err != nil:
 					c.Status, c.Note = StatusSkipped, err.Error()
 				}
@@ -370,4 +382,29 @@ func servesPipelines(transport string) bool {
 	}
 	c, known := adapters.ByProgram(argv[0])
 	return !known || c.Pipelines
+}
+
+// groupProtocol is the group protocol a pipeline scenario's members run under.
+func groupProtocol(s *scenarios.Scenario) string {
+	cfg, err := s.Workload.PipelineConfig()
+	if err != nil {
+		return "" // Validate has named the field
+	}
+	return cfg.Protocol
+}
+
+// servesProtocol reports whether a column's transport can run a pipeline member under the
+// group protocol: fencecheck's own members speak both, an adapter of adapters/ those its
+// client has (an unknown adapter is asked when its run starts).
+func servesProtocol(transport, protocol string) bool {
+	command, ok := strings.CutPrefix(transport, "exec:")
+	if !ok || protocol == "" {
+		return true
+	}
+	argv, err := lineproto.SplitCommand(command)
+	if err != nil || len(argv) == 0 {
+		return true
+	}
+	c, known := adapters.ByProgram(argv[0])
+	return !known || c.ServesProtocol(protocol)
 }

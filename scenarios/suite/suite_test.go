@@ -36,6 +36,8 @@ func TestBadSuiteFiles(t *testing.T) {
 		{"name: x\nbudget: 1h\nrepeats: -1\nscenarios: [steady]\n" + systems, "repeats:"},
 		{"name: x\nbudget: 1h\ngroups: [{name: a, scenarios: [steady]}, {name: b, scenarios: [steady]}]\n" + systems, "groups[1].scenarios[0]: scenario steady is already in group a"},
 		{"name: x\nbudget: soon\nscenarios: [steady]\n" + systems, "soon"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\nsystems: [{cluster: embedded, group_protocol: eager}]\n", "systems[0].group_protocol"},
+		{"name: x\nbudget: 1h\nscenarios: [steady]\nsystems: [{cluster: local, kafka_version: 3.9.2, group_protocol: consumer}]\n", "systems[0].group_protocol: Kafka 3.9.2"},
 	} {
 		_, err := Parse("s.yaml", "", []byte(tc.file))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "s.yaml") {
@@ -85,6 +87,125 @@ func TestMatrixSkipsPipelinesOnAdapters(t *testing.T) {
 	}
 	if ran == 0 || ranExec == 0 || skipped == 0 {
 		t.Errorf("pipeline cells of the matrix: %d run (%d through an adapter), %d skipped; want some of each", ran, ranExec, skipped)
+	}
+}
+
+// TestGroupProtocolPerSystem: a system's group_protocol sets the protocol of the pipeline
+// scenarios on it (and leaves the catalogue's own scenario as it was), names the column by
+// default, leaves lease scenarios alone, and skips, with the reason, a pipeline cell whose
+// adapter's client lacks the protocol.
+func TestGroupProtocolPerSystem(t *testing.T) {
+	file := `name: x
+budget: 1h
+scenarios: [steady, pipeline-zombie]
+systems:
+  - {cluster: embedded, group_protocol: consumer}
+  - {cluster: embedded, transaction_version: 1}
+  - {name: sarama-consumer, cluster: embedded, group_protocol: consumer, transport: 'exec:adapters/sarama/fencecheck-sarama-adapter'}
+  - {name: sarama-classic, cluster: embedded, group_protocol: classic, transport: 'exec:adapters/sarama/fencecheck-sarama-adapter'}
+  - {name: java-consumer, cluster: embedded, group_protocol: consumer, transport: 'exec:adapters/java/fencecheck-java-adapter'}
+`
+	f, err := Parse("s.yaml", "", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.SystemNames(); got[0] != "kfake-consumer" || got[1] != "kfake-tv1" {
+		t.Errorf("default names %v, want kfake-consumer and kfake-tv1 first", got)
+	}
+	cells, err := f.Plan(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{ // the pipeline's protocol per system; "skip" when skipped
+		"kfake-consumer": "consumer", "kfake-tv1": "classic", "sarama-consumer": "skip",
+		"sarama-classic": "classic", "java-consumer": "consumer",
+	}
+	seen := 0
+	for _, c := range cells {
+		if !c.s.Workload.IsPipeline() {
+			if c.s.Workload.Pipeline != nil || c.Status == StatusSkipped {
+				t.Errorf("%s on %s: a lease scenario got pipeline settings %+v or was skipped (%s)", c.Scenario, c.System, c.s.Workload.Pipeline, c.Note)
+			}
+			continue
+		}
+		seen++
+		got := groupProtocol(c.s)
+		if c.Status == StatusSkipped {
+			if !strings.Contains(c.Note, "no consumer group protocol") {
+				t.Errorf("%s on %s skipped for %q, want the protocol named", c.Scenario, c.System, c.Note)
+			}
+			got = "skip"
+		}
+		if got != want[c.System] {
+			t.Errorf("%s on %s: protocol %q, want %q", c.Scenario, c.System, got, want[c.System])
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d pipeline cells, want %d", seen, len(want))
+	}
+	again, err := Parse("s.yaml", "", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cells, err = again.Plan(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cells {
+		if c.System == "kfake-tv1" && c.s.Workload.IsPipeline() && groupProtocol(c.s) != "classic" {
+			t.Errorf("the catalogue's %s came back with protocol %q: a system's protocol leaked into it", c.Scenario, groupProtocol(c.s))
+		}
+	}
+}
+
+// TestPipelineGridPlan: the built-in pipeline-grid crosses every client that serves pipelines
+// with Kafka 4.4.0 and 4.1.2 (TV2, TV1) and 3.9.2 (TV1), under each group protocol its client
+// has (the consumer protocol on 4.x only); every column runs the zombies group, and the
+// zombies of clients that send offsets by group id alone are expected invalid.
+func TestPipelineGridPlan(t *testing.T) {
+	f, err := Find("pipeline-grid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := f.Plan(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	columns := map[string]bool{}
+	for _, c := range cells {
+		columns[c.System] = true
+		if c.Status == StatusSkipped {
+			t.Errorf("%s on %s skipped: %s", c.Scenario, c.System, c.Note)
+		}
+		if !c.s.Workload.IsPipeline() || !c.shared {
+			t.Errorf("%s on %s: pipeline %v, shared %v; want a pipeline on the column's shared cluster", c.Scenario, c.System, c.s.Workload.IsPipeline(), c.shared)
+		}
+		client, rest, _ := strings.Cut(c.System, "-4.")
+		if strings.Contains(c.System, "-3.9.2-") {
+			client, rest, _ = strings.Cut(c.System, "-3.9.2-")
+		}
+		if !strings.HasSuffix(rest, "-"+groupProtocol(c.s)) {
+			t.Errorf("%s on %s runs under %s", c.Scenario, c.System, groupProtocol(c.s))
+		}
+		groupIDOnly := client == "kafkajs" && c.Group == "zombies" || client == "sarama-group-id" && c.Scenario == "pipeline-zombie"
+		if (c.Expect == checker.VerdictInvalid) != groupIDOnly {
+			t.Errorf("%s on %s expects %q", c.Scenario, c.System, c.Expect)
+		}
+	}
+	perClient := map[string]int{}
+	for name := range columns {
+		for _, client := range []string{"java", "librdkafka", "sarama-group-id", "sarama", "kafkajs"} {
+			if strings.HasPrefix(name, client+"-") && (client != "sarama" || !strings.HasPrefix(name, "sarama-group-id")) {
+				perClient[client]++
+				break
+			}
+		}
+	}
+	// Both protocols on four 4.x clusters and classic on 3.9.2; classic only on five.
+	want := map[string]int{"java": 9, "librdkafka": 9, "sarama": 5, "sarama-group-id": 5, "kafkajs": 5}
+	for client, n := range want {
+		if perClient[client] != n {
+			t.Errorf("%s has %d columns, want %d (%v)", client, perClient[client], n, perClient)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package lineproto
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -140,5 +141,27 @@ func TestMemberPausesBeforeAnImplicitOffsetsAdd(t *testing.T) {
 	w.end()
 	if len(points) != 2 {
 		t.Fatalf("AddOffsetsToTxn then TxnOffsetCommit: pauses %q, want one more", points)
+	}
+}
+
+// TestMemberReportsItsEndTxnVersion: the gateway tells the member's TxnVersion hook the
+// transaction version of every EndTxn its client sends, commit or abort, in a transact call or
+// not: v0-v4 are transaction version 1, v5 and later (KIP-890) version 2.
+func TestMemberReportsItsEndTxnVersion(t *testing.T) {
+	var seen []int
+	w := &memberWatch{pause: func(string) {}, txnVersion: func(v int) { seen = append(seen, v) }, topics: map[[16]byte]string{}}
+	for _, tc := range []struct {
+		version int16
+		commit  bool
+	}{{1, true}, {3, false}, {4, true}, {5, true}, {5, false}} {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.SetVersion(tc.version)
+		req.TransactionalID, req.Commit = "g/a", tc.commit
+		w.begin()
+		w.request(keyEndTxn, tc.version, requestFrame(req, 7))
+		w.end()
+	}
+	if want := []int{1, 1, 1, 2, 2}; !slices.Equal(seen, want) {
+		t.Fatalf("transaction versions %v, want %v", seen, want)
 	}
 }

@@ -71,7 +71,7 @@ func StartMember(ctx context.Context, argv []string, cfg pipeline.Config) (*Memb
 		return nil, bad(errors.New("Security: TLS and SASL are not supported behind the exec protocol yet"))
 	}
 	m := &Member{argv: argv, cfg: cfg, margin: max(time.Second, cfg.Conn.RequestTimeout/2)}
-	m.watch = &memberWatch{input: cfg.Input, pause: m.pause, fetched: cfg.Fetched, generation: -1, topics: map[[16]byte]string{}}
+	m.watch = &memberWatch{input: cfg.Input, pause: m.pause, fetched: cfg.Fetched, txnVersion: cfg.TxnVersion, generation: -1, topics: map[[16]byte]string{}}
 	m.gw = newGateway(cfg.Conn.Dial, cfg.Conn.RequestTimeout)
 	m.gw.watch = m.watch
 	var seeds []string
@@ -334,7 +334,9 @@ type memberWatch struct {
 	input   string
 	pause   func(point string)
 	fetched func(pipeline.Fetch)
-	paused  atomic.Int64 // nanoseconds spent paused, ever
+	// txnVersion is told the transaction version of each EndTxn the client sends (nil: none).
+	txnVersion func(int)
+	paused     atomic.Int64 // nanoseconds spent paused, ever
 
 	mu          sync.Mutex
 	inTxn       bool // a transact call is in flight
@@ -368,6 +370,9 @@ func (w *memberWatch) request(key, version int16, frame []byte) {
 	if w == nil || (key != keyAddOffsetsToTxn && key != keyTxnOffsetCommit && key != keyEndTxn) {
 		return
 	}
+	if key == keyEndTxn && w.txnVersion != nil {
+		w.txnVersion(endTxnTransactionVersion(version))
+	}
 	w.mu.Lock()
 	point := ""
 	switch {
@@ -391,6 +396,16 @@ func (w *memberWatch) request(key, version int16, frame []byte) {
 	if point != "" {
 		w.pause(point)
 	}
+}
+
+// endTxnTransactionVersion is the transaction version an EndTxn of version v belongs to:
+// KIP-890's clients send v5 or later only under transaction version 2 (the broker bumps the
+// epoch at each end of such a transaction), and v4 or earlier under version 1.
+func endTxnTransactionVersion(v int16) int {
+	if v >= 5 {
+		return 2
+	}
+	return 1
 }
 
 // answer reads an answer to a watched request before the client gets it.

@@ -94,6 +94,12 @@ type Config struct {
 	// not commit. It is called from the client's goroutines once the answer is in and before
 	// the member reads from there; it must return quickly.
 	Fetched func(Fetch)
+	// TxnVersion, when set, is told the transaction version of each EndTxn the member sends,
+	// as seen on its wire: 2 for EndTxn v5 or later (KIP-890's transactions, which a client
+	// sends only on a cluster that finalized transaction.version 2), 1 below. A member behind
+	// the exec protocol reports it from its gateway, so it is what the client spoke, whatever
+	// it or the cluster claims; fencecheck's in-process members do not call it.
+	TxnVersion func(version int)
 }
 
 // Fetch is where a member starts after fetching its group's committed offsets.

@@ -101,6 +101,9 @@ type member struct {
 	// offsets (history time; 0 before). Set from the pause point, which an exec member's
 	// gateway calls from its own goroutine.
 	offsetsAt atomic.Int64
+	// txnVersion is the transaction version of the last EndTxn the member sent in the
+	// transaction in flight, as its gateway saw it (0: none seen).
+	txnVersion atomic.Int64
 	// started is the member New started before the run's clock, which run takes over (nil
 	// once taken, or when its start failed: run starts one then); Close closes it otherwise.
 	started pipeline.Member
@@ -491,7 +494,7 @@ func (wl *Workload) memberConfig(m *member) pipeline.Config {
 		Conn: conn, Group: wl.group, Input: wl.input, Output: wl.output, TransactionalID: m.txnID,
 		TxnIDPerPartition: wl.cfg.TxnIDs == TxnIDsPartition,
 		SessionTimeout:    wl.cfg.SessionTimeout.D(), MaxPoll: wl.cfg.MaxPoll, Protocol: wl.cfg.Protocol,
-		Pause: m.pause, Fetched: m.fetched,
+		Pause: m.pause, Fetched: m.fetched, TxnVersion: func(v int) { m.txnVersion.Store(int64(v)) },
 	}
 }
 
@@ -677,6 +680,7 @@ func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Ba
 	// The transaction is not cut by the run's end: stopping lets it finish, so the history
 	// does not end with a burst of unknown outcomes. Its own requests are bounded.
 	m.offsetsAt.Store(0)
+	m.txnVersion.Store(0)
 	res := mb.Transact(context.WithoutCancel(ctx), b, outs)
 	e := history.Event{ID: op, Time: wl.now()}
 	switch res.Outcome {
@@ -684,7 +688,8 @@ func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Ba
 		wl.stats.committed.Add(1)
 		wl.stats.copied.Add(int64(len(b.Records)))
 		tok := history.Token{ProducerID: res.Token.ProducerID, Epoch: res.Token.Epoch}
-		e.Type, e.Result = history.TypeOK, history.Result{Pipe: &history.PipeResult{Token: &tok, OffsetsAt: m.offsetsAt.Load()}}
+		e.Type, e.Result = history.TypeOK, history.Result{Pipe: &history.PipeResult{Token: &tok, OffsetsAt: m.offsetsAt.Load(),
+			TxnVersion: int(m.txnVersion.Load())}}
 	case transport.Fail:
 		wl.stats.failed.Add(1)
 		e.Type, e.Error, e.Message = history.TypeFail, errorClass(res.Err), errText(res.Err)
