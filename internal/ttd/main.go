@@ -25,7 +25,8 @@
 // time from the attempt's first command to the end of the command that gave the invalid
 // verdict. Attempts run --parallel at a time, the methods of one (mutant, seed) next to each
 // other, so the methods share the machine's load. Every finished attempt is appended to
-// attempts.tsv at once (a killed measurement keeps what it had), and table.md is rewritten.
+// attempts.tsv at once (a killed measurement keeps what it had), and table.md is rewritten;
+// the same command on the same --out continues it, skipping the attempts it holds.
 package main
 
 import (
@@ -188,6 +189,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tsv := filepath.Join(c.out, "attempts.tsv")
+	var done []attempt
+	if prev, err := readAttempts(tsv); err == nil {
+		done = prev // a measurement continued in the same folder keeps its table
+	}
 	var jobs []job
 	for _, m := range c.mutants {
 		k, ok := kinds[m]
@@ -196,17 +202,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		for _, s := range c.seeds {
 			for _, meth := range c.methods {
+				if slices.ContainsFunc(done, func(a attempt) bool { return a.Mutant == m && a.Method == meth && a.Seed == s }) {
+					continue // measured before in this folder: continuing does not measure it twice
+				}
 				jobs = append(jobs, job{mutant: m, kind: k.kind, own: k.scenario, method: meth, seed: s})
 			}
 		}
 	}
 	d := &driver{c: c, list: list, kinds: kinds, log: stdout}
-	tsv := filepath.Join(c.out, "attempts.tsv")
 	var mu sync.Mutex
-	var done []attempt
-	if prev, err := readAttempts(tsv); err == nil {
-		done = prev // a measurement continued in the same folder keeps its table
-	}
 	work := make(chan job)
 	var wg sync.WaitGroup
 	for range c.parallel {
