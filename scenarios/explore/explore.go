@@ -239,8 +239,6 @@ func (e *search) menu() error {
 			// written, so the members start their partitions over (docs/findings.md): the
 			// catalogue's pipeline scenarios that kill brokers require leader-epochs, which
 			// the embedded cluster refuses, and so does explore.
-		case k.cat == catFreeze && s.Workload.IsPipeline():
-			// A pipeline member's freeze needs a point of its member kind: left to scenarios.
 		default:
 			m.kinds = append(m.kinds, k.name)
 		}

@@ -350,10 +350,10 @@ func TestMenuLeavesOutWhatTheClusterCannotRun(t *testing.T) {
 		has      []string
 		lacks    []string
 	}{
-		{"pipeline-steady", scenarios.KindEmbedded, []string{"drop-response", "partition", "move-coordinator"}, []string{"kill", "pause", "restart", "isolate", "freeze"}},
+		{"pipeline-steady", scenarios.KindEmbedded, []string{"drop-response", "partition", "move-coordinator", "freeze"}, []string{"kill", "pause", "restart", "isolate"}},
 		{"steady", scenarios.KindEmbedded, []string{"kill", "pause", "restart", "freeze"}, []string{"isolate"}},
 		{"steady", scenarios.KindLocal, []string{"kill", "isolate"}, nil},
-		{"pipeline-steady", scenarios.KindLocal, []string{"kill", "pause", "restart", "isolate"}, []string{"freeze"}},
+		{"pipeline-steady", scenarios.KindLocal, []string{"kill", "pause", "restart", "isolate", "freeze"}, nil},
 	} {
 		base, err := scenarios.Find(c.scenario)
 		if err != nil {
