@@ -27,6 +27,7 @@ import (
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/fencecheck/fencecheck/scenarios/shrink"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
 )
 
 // Options configure a search.
@@ -213,6 +214,7 @@ func (e *search) menu() error {
 			return fmt.Errorf("%w: %w", scenarios.ErrScenario, err)
 		}
 		m.processes = cfg.Processes
+		m.points = pipeline.Points(cfg.Member)
 		for p := range cfg.Partitions {
 			m.roles = append(m.roles, fmt.Sprintf("in%d", p))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -474,5 +475,45 @@ func TestCoversEveryFaultFirst(t *testing.T) {
 				t.Errorf("the menu has %d faults: too few for the test to tell covering from chance", all)
 			}
 		})
+	}
+}
+
+// TestPipelineFreezeDrawsPausePoints: a pipeline's freeze is drawn at the member's default
+// point and at each pause point of its kind (before-commit holds the offsets pending: the
+// window unstable-fetch needs), each a step the scenario accepts; a lease freeze names none.
+func TestPipelineFreezeDrawsPausePoints(t *testing.T) {
+	for _, c := range []struct {
+		scenario string
+		want     []string
+	}{
+		{"pipeline-steady", []string{"", "point=after-produce", "point=before-commit"}},
+		{"steady", []string{""}},
+	} {
+		base, err := scenarios.Find(c.scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &search{opts: Options{MaxFaults: 3}, base: base}
+		if err := e.menu(); err != nil {
+			t.Fatal(err)
+		}
+		rng := newRand(9)
+		seen := map[string]bool{}
+		for range 100 {
+			st := e.m.freshOf(rng, "freeze", "")
+			seen[st.Param] = true
+			s, err := clone(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Nemesis.Script = []string{st.String()}
+			if err := s.Validate(); err != nil {
+				t.Fatalf("%s: %q: %v", c.scenario, st, err)
+			}
+		}
+		got := slices.Sorted(maps.Keys(seen))
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: freezes drawn with %q, want %q", c.scenario, got, c.want)
+		}
 	}
 }

@@ -149,6 +149,9 @@ type menu struct {
 	duration  time.Duration
 	maxFaults int
 	brokers   int // the cluster's, for how long a restart of all holds them
+	// points are the pause points a pipeline's freeze may name besides the member's default
+	// (pipeline.Points of its member kind); none for a lease workload.
+	points []string
 	// tookHold are the faults some run saw take hold, named as the feedback names them
 	// (faultWhat: "drop-response endtxn", "partition"); nil in a menu that ignores it.
 	tookHold map[string]bool
@@ -299,6 +302,14 @@ func (m *menu) refill(rng *rand.Rand, s *step) {
 		}
 	case catFreeze, catMove:
 		s.Role = pick(rng, m.roles)
+		if s.Kind == "freeze" && len(m.points) > 0 {
+			// A pipeline member frozen at its default point holds a polled batch (a zombie
+			// that commits late); at before-commit it holds its offsets pending at the group
+			// coordinator, which a new owner that fetches unstable offsets starts below.
+			if i := rng.IntN(len(m.points) + 1); i > 0 {
+				s.Param = "point=" + m.points[i-1]
+			}
+		}
 	}
 }
 
