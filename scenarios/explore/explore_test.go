@@ -426,6 +426,9 @@ func tookHoldRun(apis []string) func(context.Context, *scenarios.Scenario, uint6
 			if slices.Contains(nemesis.KafkaFaultNames(), st.Fault) {
 				what += " " + st.Params.API
 			}
+			if st.Params.Point != "" {
+				what += " " + st.Params.Point
+			}
 			t.add("fault", what, "took-hold")
 		}
 		return &observation{Dir: fmt.Sprintf("runs/%s/%d", s.Name, seed), Verdict: checker.VerdictValid, Tuples: t}, nil
@@ -434,7 +437,8 @@ func tookHoldRun(apis []string) func(context.Context, *scenarios.Scenario, uint6
 
 // TestCoversEveryFaultFirst: the search tries every fault of its menu, each Kafka-aware kind
 // on each request type the first run was answered on, before it follows the feedback alone:
-// within 25 runs of steady (about 45 faults, 4 a schedule) and 35 of pipeline-steady (about 70),
+// within 25 runs of steady (about 45 faults, 4 a schedule) and 35 of pipeline-steady (about 70,
+// a freeze at each pause point among them),
 // every one has taken hold. A uniform draw, as the search made before, leaves a dozen or more
 // untried after as many runs.
 func TestCoversEveryFaultFirst(t *testing.T) {

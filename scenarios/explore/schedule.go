@@ -163,6 +163,9 @@ func (s step) faultKey() string {
 	if cat, _ := kindOf(s.Kind); cat == catKafka {
 		return s.Kind + " " + s.API
 	}
+	if p, ok := strings.CutPrefix(s.Param, "point="); ok && s.Kind == "freeze" {
+		return "freeze " + p
+	}
 	return s.Kind
 }
 
@@ -177,6 +180,13 @@ func (m *menu) untried() []step {
 		if cat != catKafka {
 			if !m.tookHold[k] {
 				out = append(out, step{Kind: k})
+			}
+			if k == "freeze" {
+				for _, p := range m.points {
+					if !m.tookHold["freeze "+p] {
+						out = append(out, step{Kind: k, Param: "point=" + p})
+					}
+				}
 			}
 			continue
 		}
@@ -237,7 +247,11 @@ func (m *menu) freshSchedule(rng *rand.Rand, n int) schedule {
 	}
 	for len(sc) < n {
 		if len(avail) > 0 && rng.IntN(8) != 0 {
-			sc = append(sc, m.freshOf(rng, avail[0].Kind, avail[0].API))
+			st := m.freshOf(rng, avail[0].Kind, avail[0].API)
+			if avail[0].Kind == "freeze" {
+				st.Param = avail[0].Param // the point (or none) not tried yet
+			}
+			sc = append(sc, st)
 			avail = avail[1:]
 			continue
 		}
