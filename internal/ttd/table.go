@@ -103,7 +103,11 @@ func (c cell) String() string {
 	if !c.ok {
 		return fmt.Sprintf("%d/%d, not reached (%v)", c.found, c.attempts, c.budget)
 	}
-	return fmt.Sprintf("%d/%d, %.0f s (%g runs)", c.found, c.attempts, c.median.Seconds(), c.medianRuns)
+	runs := "runs"
+	if c.medianRuns == 1 {
+		runs = "run"
+	}
+	return fmt.Sprintf("%d/%d, %.0f s (%g %s)", c.found, c.attempts, c.median.Seconds(), c.medianRuns, runs)
 }
 
 // loadRange is the lowest and highest load average the cell's attempts saw.
