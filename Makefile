@@ -30,7 +30,7 @@ ENGINE_HOST := $(shell $(ENGINE) host)
 # KEEP_ENGINE=1 leaves the engine running after `make test` (for a quicker next run).
 KEEP_ENGINE ?= 0
 
-.PHONY: adapters client-adapters all build test test-go test-kafka-lane test-light-lane test-long lint fuzz bench scale run selftest soak regressions test-browser browser clean docker-engine docker-engine-stop images
+.PHONY: adapters client-adapters all build test test-go test-kafka-lane test-light-lane test-long lint fuzz bench scale run selftest soak ttd regressions test-browser browser clean docker-engine docker-engine-stop images
 
 all: build
 
@@ -58,6 +58,21 @@ SOAK_CLUSTER ?= embedded
 SOAK_ARGS ?=
 soak: build
 	./bin/fencecheck soak --cluster $(SOAK_CLUSTER) --runs $(SOAK_RUNS) $(SOAK_ARGS)
+
+## ttd: the time to detect (issue 43; docs/measurements.md, "Time to detect"): for each mutant
+## of TTD_MUTANTS, each method of TTD_METHODS (catalogue, chaos, explore, own) and each seed of
+## TTD_SEEDS, the wall time to the first invalid verdict within TTD_BUDGET, TTD_PARALLEL
+## attempts at a time; attempts.tsv and table.md go to TTD_OUT. Not part of make test: an
+## attempt that misses takes its whole budget.
+TTD_MUTANTS ?= unknown-commit-fails
+TTD_METHODS ?= catalogue,chaos,explore
+TTD_SEEDS ?= 1000,2000,3000,4000,5000
+TTD_BUDGET ?= 10m
+TTD_PARALLEL ?= 3
+TTD_OUT ?= ttd/$(shell date -u +%Y%m%dT%H%M%SZ)
+ttd: build
+	$(GO) run ./internal/ttd --fencecheck bin/fencecheck --mutants $(TTD_MUTANTS) --methods $(TTD_METHODS) \
+		--seeds $(TTD_SEEDS) --budget $(TTD_BUDGET) --parallel $(TTD_PARALLEL) --out $(TTD_OUT)
 
 ## regressions: measure every regression of docs/regressions.md: the built-in suite
 ## regressions (its scenario runs, each with the verdict it must give; the race group with a

@@ -27,6 +27,7 @@ import (
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
 	"github.com/fencecheck/fencecheck/scenarios/shrink"
+	"github.com/fencecheck/fencecheck/transport/pipeline"
 )
 
 // Options configure a search.
@@ -145,6 +146,7 @@ func Run(ctx context.Context, base *scenarios.Scenario, opts Options) (*Result, 
 	if err := e.menu(); err != nil {
 		return nil, err
 	}
+	e.m.tookHold = map[string]bool{}
 	e.res.Faults = e.m.kinds
 	e.say("explore %s: seed %d, %s cluster, transport %s, %s → %s", base.Name, opts.Seed, base.Cluster.Kind, opts.Transport, e.bound(), opts.Out)
 	if err := e.loop(ctx); err != nil {
@@ -212,6 +214,7 @@ func (e *search) menu() error {
 			return fmt.Errorf("%w: %w", scenarios.ErrScenario, err)
 		}
 		m.processes = cfg.Processes
+		m.points = pipeline.Points(cfg.Member)
 		for p := range cfg.Partitions {
 			m.roles = append(m.roles, fmt.Sprintf("in%d", p))
 		}
@@ -238,8 +241,6 @@ func (e *search) menu() error {
 			// written, so the members start their partitions over (docs/findings.md): the
 			// catalogue's pipeline scenarios that kill brokers require leader-epochs, which
 			// the embedded cluster refuses, and so does explore.
-		case k.cat == catFreeze && s.Workload.IsPipeline():
-			// A pipeline member's freeze needs a point of its member kind: left to scenarios.
 		default:
 			m.kinds = append(m.kinds, k.name)
 		}
@@ -269,17 +270,34 @@ func (e *search) learnAPIs(t tuples) {
 	}
 }
 
+// noteTookHold records the faults the run saw take hold ("fault drop-response endtxn
+// took-hold"), so that the draws move on to those no run has tried yet.
+func (e *search) noteTookHold(t tuples) {
+	for tuple := range t {
+		if what, ok := strings.CutPrefix(tuple, "fault "); ok {
+			if f, ok := strings.CutSuffix(what, " took-hold"); ok {
+				e.m.tookHold[f] = true
+			}
+		}
+	}
+}
+
 // next draws the next schedule: a fresh one now and then (and while the corpus holds only
 // the schedule without faults), else a mutation of a kept one; never one already run (a
-// mutation may undo itself), unless a hundred draws found nothing else.
+// mutation may undo itself), unless a hundred draws found nothing else. While the search is
+// still covering its menu (some fault has never taken hold), three schedules in four are
+// fresh and hold as many faults as a schedule may, most of them untried (menu.pickFault):
+// the search first tries every fault on every request type, then follows the feedback.
 func (e *search) next() (sc schedule, parent int, what []string) {
 	for try := range 100 {
-		if len(e.corpus) <= 1 || e.rng.IntN(5) == 0 {
+		covering := e.m.covering()
+		if len(e.corpus) <= 1 || covering && e.rng.IntN(4) != 0 || !covering && e.rng.IntN(5) == 0 {
 			sc, parent, what = nil, -1, []string{"fresh"}
-			for n := 1 + e.rng.IntN(e.m.maxFaults); len(sc) < n; {
-				sc = append(sc, e.m.fresh(e.rng))
+			n := 1 + e.rng.IntN(e.m.maxFaults)
+			if covering {
+				n = e.m.maxFaults
 			}
-			sc = sc.sorted()
+			sc = e.m.freshSchedule(e.rng, n)
 		} else {
 			parent = e.pickParent()
 			sc, what = e.m.mutate(e.rng, e.corpus[parent], e.corpus)
@@ -293,17 +311,22 @@ func (e *search) next() (sc schedule, parent int, what []string) {
 
 // weight is how often a kept schedule is picked as a parent, against the others: one, plus
 // one for each tuple it reached first that says what the clients, the brokers or the
-// checker saw (answers, outcomes, state changes, verdicts), up to ten more. A tuple that only
-// says a fault of a new kind took hold earns nothing: every fault kind's first try reaches
-// one, and a schedule that changed nothing else is not worth more mutations than another.
-// The schedule without faults (run 0) reaches everything first and weighs one.
+// checker saw (answers, outcomes, state changes, verdicts, an event a promise names
+// happening), up to ten more. A tuple that only says a fault of a new kind took hold earns
+// nothing: every fault kind's first try reaches one, and a schedule that changed nothing
+// else is not worth more mutations than another; nor does a promise not kept (an event that
+// did not happen). A promise first kept does earn: a pipeline run whose transaction was
+// aborted, or a lease run whose zombie was fenced, reached the state the bugs of aborts and
+// zombies need (a member that skips its rewind shows only after an abort). The schedule
+// without faults (run 0) reaches everything first and weighs one.
 func weight(n int, newTuples []string) int {
 	w := 1
 	if n == 0 {
 		return w
 	}
 	for _, t := range newTuples {
-		if c, _, _ := strings.Cut(t, " "); c != "fault" && c != "promise" && w < 11 {
+		c, _, _ := strings.Cut(t, " ")
+		if c != "fault" && (c != "promise" || strings.HasSuffix(t, " kept")) && w < 11 {
 			w++
 		}
 	}
@@ -392,6 +415,7 @@ func (e *search) loop(ctx context.Context) error {
 		if n == 0 {
 			e.learnAPIs(obs.Tuples)
 		}
+		e.noteTookHold(obs.Tuples)
 		for _, t := range obs.Tuples.sorted() {
 			if _, ok := e.seen[t]; !ok {
 				e.seen[t] = n

@@ -93,10 +93,21 @@ func observe(ctx context.Context, dir reports.Dir, answers []links.Answer, res *
 // faultWhat names a fault window: its kind, and for a Kafka-aware fault the request type it
 // acts on (the second word of its one-line form), so that a drop-response of EndTxn and one
 // of Produce are told apart.
+//
+// A freeze at a pause point is named with it ("freeze before-commit"): a pipeline member
+// frozen with its offsets pending is another state than one frozen holding a polled batch,
+// and the search tries each (menu.untried).
 func faultWhat(f history.Fault) string {
 	if slices.Contains(nemesis.KafkaFaultNames(), string(f.Kind)) {
 		if w := strings.Fields(f.Spec); len(w) > 1 {
 			return string(f.Kind) + " " + w[1]
+		}
+	}
+	if f.Kind == "freeze" {
+		for _, w := range strings.Fields(f.Spec) {
+			if p, ok := strings.CutPrefix(w, "point="); ok {
+				return "freeze " + p
+			}
 		}
 	}
 	return string(f.Kind)

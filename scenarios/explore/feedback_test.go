@@ -2,6 +2,7 @@ package explore
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fencecheck/fencecheck/checker/history"
@@ -55,5 +56,21 @@ func TestTuplesFromHistory(t *testing.T) {
 	}
 	if s := got.sorted(); !slices.Equal(s, want) {
 		t.Errorf("tuples\n%q\nwant\n%q", s, want)
+	}
+}
+
+// TestFaultWhatNamesAFreezePoint: a freeze at a pause point is a fault of its own in the
+// feedback, so that the search tries a member frozen with its offsets pending as well as one
+// frozen at its default point.
+func TestFaultWhatNamesAFreezePoint(t *testing.T) {
+	for spec, want := range map[string]string{
+		"freeze holder of in0 with point=before-commit": "freeze before-commit",
+		"freeze holder of in0":                          "freeze",
+		"drop-response endtxn of p1 first 1":            "drop-response endtxn",
+	} {
+		kind, _, _ := strings.Cut(spec, " ")
+		if got := faultWhat(history.Fault{Kind: history.Kind(kind), Spec: spec}); got != want {
+			t.Errorf("faultWhat(%q) = %q, want %q", spec, got, want)
+		}
 	}
 }

@@ -67,6 +67,60 @@ func TestRealRunsFeedback(t *testing.T) {
 	}
 }
 
+// TestRealPipelineRunsFeedback runs a search of two real pipeline runs on the embedded
+// cluster: the first, without faults, is kept with the pipeline's own answers
+// (TxnOffsetCommit, AddOffsetsToTxn, the group's JoinGroup), its transactions and the
+// exactly-once checks' verdicts; the second's schedule holds no broker fault (the menu of a
+// pipeline on kfake) and its feedback names its faults.
+func TestRealPipelineRunsFeedback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs scenarios")
+	}
+	t.Parallel()
+	s, err := scenarios.Find("pipeline-steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Duration = scenarios.Duration(6 * time.Second)
+	res, err := Run(context.Background(), s, Options{Out: t.TempDir(), Runs: 2, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 || res.Stopped != StoppedRuns {
+		t.Fatalf("%d runs, stopped %q: want 2, stopped by --runs", len(res.Runs), res.Stopped)
+	}
+	first := res.Runs[0]
+	if !first.Kept || first.Verdict != string(checker.VerdictValid) {
+		t.Errorf("the run without faults: kept %v, verdict %s: want kept, valid", first.Kept, first.Verdict)
+	}
+	for _, want := range []string{"answer txnoffsetcommit NONE", "answer addoffsetstotxn NONE", "answer joingroup NONE",
+		"op txn ok", "check eos-no-duplicate valid", "promise final-read kept"} {
+		if !slices.Contains(first.New, want) {
+			t.Errorf("the first run's tuples lack %q: %v", want, first.New)
+		}
+	}
+	second := res.Runs[1]
+	if len(second.Schedule) == 0 {
+		t.Fatal("the second run had no faults")
+	}
+	for _, line := range second.Schedule {
+		for _, k := range []string{" kill ", " pause ", " restart ", " isolate "} {
+			if strings.Contains(line, k) {
+				t.Errorf("the second run's step %q: no broker fault on a pipeline on kfake", line)
+			}
+		}
+	}
+	var faults int
+	for _, tu := range res.Tuples {
+		if strings.HasPrefix(tu.Tuple, "fault ") && tu.Run == 1 {
+			faults++
+		}
+	}
+	if faults == 0 {
+		t.Errorf("the second run's feedback names none of its faults (schedule %q)", second.Schedule)
+	}
+}
+
 // TestExploreFindsUnknownCommitFails: from steady, with no scripted faults, explore finds the
 // mutant that reports a commit of unknown outcome as failed, which only a lost or late EndTxn
 // answer shows. Bounded by runs, not time: how fast it finds it is a measurement

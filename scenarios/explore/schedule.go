@@ -149,6 +149,56 @@ type menu struct {
 	duration  time.Duration
 	maxFaults int
 	brokers   int // the cluster's, for how long a restart of all holds them
+	// points are the pause points a pipeline's freeze may name besides the member's default
+	// (pipeline.Points of its member kind); none for a lease workload.
+	points []string
+	// tookHold are the faults some run saw take hold, named as the feedback names them
+	// (faultWhat: "drop-response endtxn", "partition"); nil in a menu that ignores it.
+	tookHold map[string]bool
+}
+
+// faultKey names the fault a step would be in the feedback: its kind, and a Kafka-aware
+// fault's request type.
+func (s step) faultKey() string {
+	if cat, _ := kindOf(s.Kind); cat == catKafka {
+		return s.Kind + " " + s.API
+	}
+	if p, ok := strings.CutPrefix(s.Param, "point="); ok && s.Kind == "freeze" {
+		return "freeze " + p
+	}
+	return s.Kind
+}
+
+// untried lists the faults of the menu no run has seen take hold yet, in the menu's order: a
+// Kafka-aware kind with each request type it can act on (error-response only on a request
+// with retriable errors to answer, hold only on one a later request delivers), every other
+// kind on its own.
+func (m *menu) untried() []step {
+	var out []step
+	for _, k := range m.kinds {
+		cat, _ := kindOf(k)
+		if cat != catKafka {
+			if !m.tookHold[k] {
+				out = append(out, step{Kind: k})
+			}
+			if k == "freeze" {
+				for _, p := range m.points {
+					if !m.tookHold["freeze "+p] {
+						out = append(out, step{Kind: k, Param: "point=" + p})
+					}
+				}
+			}
+			continue
+		}
+		for _, api := range m.apis {
+			switch {
+			case k == "error-response" && len(nemesis.MixErrors(api)) == 0, k == "hold" && nemesis.MixUntil(api) == "":
+			case !m.tookHold[k+" "+api]:
+				out = append(out, step{Kind: k, API: api})
+			}
+		}
+	}
+	return out
 }
 
 // The values parameters are drawn from: a blip to past a client's request timeout.
@@ -161,11 +211,63 @@ var (
 
 func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
 
+// covering says whether the search is still covering its menu: some fault of it has never
+// taken hold in a run (tookHold). A menu that ignores tookHold is never covering.
+func (m *menu) covering() bool { return m.tookHold != nil && len(m.untried()) > 0 }
+
+// pickFault draws a fault kind, and for a Kafka-aware one the request type it acts on ("" to
+// draw it with the rest). While covering, seven draws in eight are a fault that has never
+// taken hold (untried): a bug that one fault on one request type shows (a lost EndTxn
+// answer, a late Produce) is reached once the search has tried that pair, and trying each
+// pair once takes a few dozen steps where a uniform draw over about fifty pairs leaves some
+// untried after a hundred. The eighth draw keeps the rest of the menu in play.
+func (m *menu) pickFault(rng *rand.Rand) (kind, api string) {
+	if m.covering() && rng.IntN(8) != 0 {
+		t := pick(rng, m.untried())
+		return t.Kind, t.API
+	}
+	return pick(rng, m.kinds), ""
+}
+
 // fresh draws a new step.
 func (m *menu) fresh(rng *rand.Rand) step {
-	s := step{Kind: pick(rng, m.kinds)}
+	kind, api := m.pickFault(rng)
+	return m.freshOf(rng, kind, api)
+}
+
+// freshSchedule draws a schedule of n fresh steps. While covering, each untried fault is
+// drawn once at most, so that the last few untried ones (a rolling restart, which holds the
+// brokers for long) are not drawn several times into one schedule that valid then refuses.
+func (m *menu) freshSchedule(rng *rand.Rand, n int) schedule {
+	var sc schedule
+	var avail []step
+	if m.covering() {
+		avail = m.untried()
+		rng.Shuffle(len(avail), func(i, j int) { avail[i], avail[j] = avail[j], avail[i] })
+	}
+	for len(sc) < n {
+		if len(avail) > 0 && rng.IntN(8) != 0 {
+			st := m.freshOf(rng, avail[0].Kind, avail[0].API)
+			if avail[0].Kind == "freeze" {
+				st.Param = avail[0].Param // the point (or none) not tried yet
+			}
+			sc = append(sc, st)
+			avail = avail[1:]
+			continue
+		}
+		sc = append(sc, m.freshOf(rng, pick(rng, m.kinds), ""))
+	}
+	return sc.sorted()
+}
+
+// freshOf draws a new step of kind, on api if it is not "".
+func (m *menu) freshOf(rng *rand.Rand, kind, api string) step {
+	s := step{Kind: kind}
 	m.retime(rng, &s)
 	m.refill(rng, &s)
+	if api != "" {
+		m.reparam(rng, &s, api)
+	}
 	return s
 }
 
@@ -195,26 +297,8 @@ func (m *menu) refill(rng *rand.Rand, s *step) {
 	}
 	switch cat {
 	case catKafka:
-		s.API = pick(rng, m.apis)
 		m.retarget(rng, s)
-		switch s.Kind {
-		case "delay":
-			s.Param = "delay=" + pick(rng, delays)
-		case "error-response":
-			// Retriable errors of that request only, as the random mix draws them: the broker
-			// handles the request, so a definitive refusal would be a lie to the client.
-			if errs := nemesis.MixErrors(s.API); len(errs) > 0 {
-				s.Param = "error=" + pick(rng, errs)
-			} else {
-				s.Kind = "drop-response"
-			}
-		case "hold":
-			s.Until = nemesis.MixUntil(s.API)
-			if s.Until == "" {
-				s.Kind = "drop-response" // hold needs a request that delivers it
-			}
-		}
-		s.Count = pick(rng, counts)
+		m.reparam(rng, s, pick(rng, m.apis))
 	case catLink:
 		m.retarget(rng, s)
 		switch s.Kind {
@@ -232,7 +316,38 @@ func (m *menu) refill(rng *rand.Rand, s *step) {
 		}
 	case catFreeze, catMove:
 		s.Role = pick(rng, m.roles)
+		if s.Kind == "freeze" && len(m.points) > 0 {
+			// A pipeline member frozen at its default point holds a polled batch (a zombie
+			// that commits late); at before-commit it holds its offsets pending at the group
+			// coordinator, which a new owner that fetches unstable offsets starts below.
+			if i := rng.IntN(len(m.points) + 1); i > 0 {
+				s.Param = "point=" + m.points[i-1]
+			}
+		}
 	}
+}
+
+// reparam sets a Kafka-aware step's request type to api and draws its parameters for it.
+func (m *menu) reparam(rng *rand.Rand, s *step, api string) {
+	s.API, s.Param, s.Until = api, "", ""
+	switch s.Kind {
+	case "delay":
+		s.Param = "delay=" + pick(rng, delays)
+	case "error-response":
+		// Retriable errors of that request only, as the random mix draws them: the broker
+		// handles the request, so a definitive refusal would be a lie to the client.
+		if errs := nemesis.MixErrors(s.API); len(errs) > 0 {
+			s.Param = "error=" + pick(rng, errs)
+		} else {
+			s.Kind = "drop-response"
+		}
+	case "hold":
+		s.Until = nemesis.MixUntil(s.API)
+		if s.Until == "" {
+			s.Kind = "drop-response" // hold needs a request that delivers it
+		}
+	}
+	s.Count = pick(rng, counts)
 }
 
 // retarget draws the step's targets anew.
@@ -326,8 +441,12 @@ var mutations = []struct {
 		}
 		i := rng.IntN(len(sc))
 		at, f := sc[i].At, sc[i].For
-		sc[i] = step{At: at, For: f, Kind: pick(rng, m.kinds)}
+		kind, api := m.pickFault(rng)
+		sc[i] = step{At: at, For: f, Kind: kind}
 		m.refill(rng, &sc[i])
+		if api != "" {
+			m.reparam(rng, &sc[i], api)
+		}
 		return sc, true
 	}},
 	{"add", func(m *menu, rng *rand.Rand, sc schedule, _ []schedule) (schedule, bool) {
