@@ -94,6 +94,13 @@ type Config struct {
 	// not commit. It is called from the client's goroutines once the answer is in and before
 	// the member reads from there; it must return quickly.
 	Fetched func(Fetch)
+	// Label and Stateful are for a self-driven member (Observer), which makes its outputs
+	// itself: Label is the member name its outputs carry (history.PipeOutput's Member), and
+	// Stateful asks it to keep the stateful variant's aggregate (count and sum of the records
+	// it applied) per input partition in each output, restored as its client restores state.
+	// The other members ignore both: the workload makes their outputs.
+	Label    string
+	Stateful bool
 }
 
 // Fetch is where a member starts after fetching its group's committed offsets.

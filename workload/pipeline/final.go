@@ -177,10 +177,15 @@ func (wl *Workload) finalOutput(ctx context.Context, cl *kgo.Client) error {
 			if string(r.Value) == sentinel {
 				return // an earlier final read's
 			}
-			var o history.PipeOutput
-			if err := json.Unmarshal(r.Value, &o); err != nil {
+			var oo observedOutput
+			if err := json.Unmarshal(r.Value, &oo); err != nil {
 				// Not an output a member made: the checker finds no transaction of this id.
-				o = history.PipeOutput{In: history.PipeOffset{Partition: -1, Offset: -1}, ID: "unreadable: " + string(r.Value), Txn: -1}
+				oo.PipeOutput = history.PipeOutput{In: history.PipeOffset{Partition: -1, Offset: -1}, ID: "unreadable: " + string(r.Value), Txn: -1}
+			}
+			o := oo.PipeOutput
+			if oo.Ref != "" {
+				// A self-driven member's: its transaction's number, in the member's count.
+				o.Txn = wl.txnOp(oo.Ref, o.Txn)
 			}
 			o.Partition, o.Offset = r.Partition, r.Offset
 			outs = append(outs, o)

@@ -78,6 +78,9 @@ type Workload struct {
 	rngMu    sync.Mutex
 
 	members []*member
+	// obsTxns maps a self-driven member's transactions to their txn operations (observe.go).
+	obsMu   sync.Mutex
+	obsTxns map[obsKey]int64
 	stats   struct{ sent, sendsFailed, aborted, committed, failed, unknown, copied, restarts atomic.Int64 }
 	// newMember starts a member (Options.NewMember, or pipeline.New of Config.Member).
 	newMember func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error)
@@ -492,6 +495,7 @@ func (wl *Workload) memberConfig(m *member) pipeline.Config {
 		TxnIDPerPartition: wl.cfg.TxnIDs == TxnIDsPartition,
 		SessionTimeout:    wl.cfg.SessionTimeout.D(), MaxPoll: wl.cfg.MaxPoll, Protocol: wl.cfg.Protocol,
 		Pause: m.pause, Fetched: m.fetched,
+		Label: m.name, Stateful: wl.cfg.Stateful,
 	}
 }
 
@@ -546,7 +550,7 @@ func (m *member) run(ctx context.Context) {
 	m.started = nil
 	defer func() {
 		if mb != nil {
-			mb.Close()
+			m.stop(mb)
 		}
 	}()
 	restartAt := m.nextRestart()
@@ -572,9 +576,20 @@ func (m *member) run(ctx context.Context) {
 			}
 		}
 		if !restartAt.IsZero() && time.Now().After(restartAt) {
-			mb.Close()
+			m.stop(mb)
 			mb, leaving = nil, true
 			wl.stats.restarts.Add(1)
+			continue
+		}
+		if obs, ok := selfDriven(mb); ok {
+			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			o := obs.Observe(pctx)
+			cancel()
+			if m.record(ctx, o) {
+				m.stop(mb)
+				mb = nil
+				wl.stats.restarts.Add(1)
+			}
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -595,7 +610,7 @@ func (m *member) run(ctx context.Context) {
 		m.pausePoint(ctx, PointAfterPoll)
 		for _, sub := range wl.transactions(b) {
 			if res := m.transact(ctx, mb, sub); res.Restart {
-				mb.Close()
+				m.stop(mb)
 				mb = nil
 				wl.stats.restarts.Add(1)
 				break
