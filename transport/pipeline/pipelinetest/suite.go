@@ -48,6 +48,10 @@ type Env struct {
 	// batch's end, and fails if the zombie is fenced after all (the client changed: update
 	// its documentation). Every other test is unchanged.
 	GroupIDOnly bool
+	// SelfDriven says that the member runs its own consume-transform-produce loop
+	// (pipeline.Observer: Kafka Streams): the tests that hand a member its batches are
+	// skipped, saying so, and the self-driven tests run instead (selfdriven.go).
+	SelfDriven bool
 	// New starts a member of Kind with a config; default pipeline.New. A member served
 	// elsewhere (an exec adapter's, through lineproto.StartMember) runs the suite through it.
 	New func(ctx context.Context, kind string, cfg pipeline.Config) (pipeline.Member, error)
@@ -90,9 +94,19 @@ func Run(t *testing.T, env Env) {
 		{"abort - a transaction that does not commit - its records are polled again", s.testAbortRewinds},
 		{"stable fetch - a zombie's open transaction holds offsets - the new owner starts past them", s.testStableFetch},
 		{"fetch reported - where a member starts after each fetch of its offsets - reported before it polls there", s.testFetchReported},
+		{"self-driven copy - the member copies on its own - exactly once, as it reports", s.testSelfDrivenCopy},
+		{"self-driven read committed - aborted input is never copied", s.testSelfDrivenAbortedInput},
+		{"self-driven zombie - cut off past its session timeout while another copies - exactly once", s.testSelfDrivenZombie},
 	}
+	// The tests that hand a member its batches, which a self-driven member cannot take.
+	driven := []string{"copy", "rebalance", "zombie", "read committed", "abort", "stable fetch", "fetch reported"}
 	for _, tc := range tests {
-		t.Run(tc.name, tc.fn)
+		t.Run(tc.name, func(t *testing.T) {
+			if s.env.SelfDriven && slices.Contains(driven, strings.SplitN(tc.name, " - ", 2)[0]) {
+				t.Skip(selfDrivenSkip)
+			}
+			tc.fn(t)
+		})
 	}
 }
 
@@ -342,9 +356,14 @@ func (p *pipe) copied(t *testing.T) map[int32][]int64 {
 				left--
 				return
 			}
-			f := strings.Split(string(r.Value), "/")
-			in, _ := strconv.ParseInt(f[0], 10, 32)
-			off, _ := strconv.ParseInt(f[1], 10, 64)
+			var in, off int64
+			if pin, poff, ok := selfDrivenOutput(string(r.Value)); ok {
+				in, off = int64(pin), poff
+			} else {
+				f := strings.Split(string(r.Value), "/")
+				in, _ = strconv.ParseInt(f[0], 10, 32)
+				off, _ = strconv.ParseInt(f[1], 10, 64)
+			}
 			if int32(in) != r.Partition {
 				t.Errorf("output %q at %s[%d]@%d: made from input partition %d", r.Value, r.Topic, r.Partition, r.Offset, in)
 			}

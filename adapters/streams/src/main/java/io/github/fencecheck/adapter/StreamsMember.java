@@ -140,16 +140,24 @@ final class StreamsMember {
     if (c.path("transaction_version").asInt() == 1) {
       throw bad("TransactionVersion", "kafka-clients follows the cluster's transaction version and cannot pin 1");
     }
-    for (String f : new String[] {"bootstrap", "group", "input", "output", "transactional_id"}) {
-      if (c.path(f).asText().isEmpty()) {
-        throw bad(f, "required");
+    String[][] required = {{"bootstrap", "Bootstrap"}, {"group", "Group"}, {"input", "Input"}, {"output", "Output"},
+        {"transactional_id", "TransactionalID"}};
+    for (String[] f : required) {
+      if (c.path(f[0]).asText().isEmpty()) {
+        throw bad(f[1] + " (" + f[0] + ")", "required");
       }
     }
     long rt = c.path("request_timeout_ms").asLong();
     long session = c.path("session_timeout_ms").asLong();
     long txnTimeout = c.path("transaction_timeout_ms").asLong();
-    if (rt <= 0 || session <= 0 || txnTimeout <= 0) {
-      throw bad("request_timeout_ms, session_timeout_ms, transaction_timeout_ms", "must be positive");
+    if (rt <= 0) {
+      throw bad("RequestTimeout (request_timeout_ms)", "must be positive");
+    }
+    if (session <= 0) {
+      throw bad("SessionTimeout (session_timeout_ms)", "must be positive");
+    }
+    if (txnTimeout <= 0) {
+      throw bad("LeaseDuration (transaction_timeout_ms, the transaction timeout)", "must be positive");
     }
     StreamsMember m = new StreamsMember(c);
     // Streams is built and started on a thread of its own, and member_start answers at once:
@@ -160,7 +168,8 @@ final class StreamsMember {
       try {
         KafkaStreams ks = new KafkaStreams(m.topology(), m.config(c), m.new Supplier());
         ks.setUncaughtExceptionHandler(e -> {
-          m.fatal = String.valueOf(e);
+          // Streams wraps the cause ("Exception caught in process"): say both.
+          m.fatal = e.getCause() == null ? String.valueOf(e) : e + ", caused by " + e.getCause();
           System.err.println("streams adapter: the stream thread died: " + e);
           return StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
