@@ -484,3 +484,60 @@ func (idleMember) Transact(context.Context, pipe.Batch, []pipe.Output) pipe.Resu
 }
 
 func (idleMember) Close() {}
+
+// TestStartMembersWaitsForSelfDrivenOwners: self-driven members (Kafka Streams) take their
+// assignment on their own, which took a Streams group seconds to form: StartMembers returns
+// only once every input partition has an owner (an assignment's fetch), so that a scenario's
+// first step finds one. Here the members report their assignment 300 ms after they start.
+func TestStartMembersWaitsForSelfDrivenOwners(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := embedded.New(ctx, embedded.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	w, err := history.Open(filepath.Join(t.TempDir(), "history.jsonl"), history.WriterOptions{FlushInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var n atomic.Int32
+	newMember := func(_ context.Context, cfg pipe.Config) (pipe.Member, error) {
+		p := n.Add(1) - 1 // member i is given input partition i
+		time.AfterFunc(300*time.Millisecond, func() {
+			cfg.Fetched(pipe.Fetch{Starts: map[int32]int64{p: 0}, MemberID: "m", Generation: 1})
+		})
+		return selfDrivenMember{}, nil
+	}
+	wl, err := pipeline.New(ctx, pipeline.Config{Member: "plain", Processes: 2, Members: 2, Partitions: 2}, c, w,
+		pipeline.Options{Seed: 1, Logger: log, NewMember: newMember, Member: "exec:streams"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Close()
+	meta := history.Meta{Scenario: "test", Seed: 1}
+	wl.Meta(&meta)
+	if err := w.WriteHeader(meta); err != nil {
+		t.Fatal(err)
+	}
+	wl.StartMembers(ctx)
+	for _, role := range wl.Roles() {
+		if _, ok := wl.Owner(role); !ok {
+			t.Errorf("%s has no owner when StartMembers returned", role)
+		}
+	}
+}
+
+// selfDrivenMember is a self-driven member that does nothing but say it is one.
+type selfDrivenMember struct{ idleMember }
+
+func (selfDrivenMember) SelfDriven() bool { return true }
+
+func (selfDrivenMember) Observe(ctx context.Context) pipe.Observation {
+	<-ctx.Done()
+	return pipe.Observation{}
+}
+
+func (selfDrivenMember) Stop() pipe.Observation { return pipe.Observation{} }
