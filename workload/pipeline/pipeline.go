@@ -233,7 +233,8 @@ func (wl *Workload) StartMembers(ctx context.Context) {
 const ownersFor = time.Minute
 
 // awaitSelfDrivenOwners waits, when the members are self-driven (Kafka Streams), until every
-// input partition has an owner (a member's fetch of its offsets on an assignment), at most
+// input partition has an owner (a member's fetch of its offsets on an assignment) and, when
+// there are no more members than partitions, every member was assigned some, at most
 // ownersFor. A self-driven member joins its group and takes its assignment on its own as soon
 // as it starts, but a group of Streams instances took 15 s and more to form on a loaded
 // machine: a scenario's step at 2 s ("freeze holder of in0") found no owner and never took
@@ -258,6 +259,17 @@ func (wl *Workload) awaitSelfDrivenOwners(ctx context.Context) {
 		for _, role := range wl.Roles() {
 			if _, ok := wl.Owner(role); !ok {
 				missing++
+			}
+		}
+		if len(wl.members) <= int(wl.cfg.Partitions) {
+			// Every member assigned something too: the group has formed with all of them,
+			// not only its first member, whose partitions the others' joins would move.
+			for _, m := range wl.members {
+				m.mu.Lock()
+				if len(m.held) == 0 {
+					missing++
+				}
+				m.mu.Unlock()
 			}
 		}
 		if missing == 0 {

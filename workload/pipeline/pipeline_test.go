@@ -487,8 +487,9 @@ func (idleMember) Close() {}
 
 // TestStartMembersWaitsForSelfDrivenOwners: self-driven members (Kafka Streams) take their
 // assignment on their own, which took a Streams group seconds to form: StartMembers returns
-// only once every input partition has an owner (an assignment's fetch), so that a scenario's
-// first step finds one. Here the members report their assignment 300 ms after they start.
+// only once every input partition has an owner (an assignment's fetch) and every member was
+// assigned some, so that a scenario's first step finds the owner it will keep. Here the first
+// member is given both partitions at 100 ms, and the second takes partition 1 at 300 ms.
 func TestStartMembersWaitsForSelfDrivenOwners(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -505,10 +506,12 @@ func TestStartMembersWaitsForSelfDrivenOwners(t *testing.T) {
 	defer w.Close()
 	var n atomic.Int32
 	newMember := func(_ context.Context, cfg pipe.Config) (pipe.Member, error) {
-		p := n.Add(1) - 1 // member i is given input partition i
-		time.AfterFunc(300*time.Millisecond, func() {
-			cfg.Fetched(pipe.Fetch{Starts: map[int32]int64{p: 0}, MemberID: "m", Generation: 1})
-		})
+		starts, after := map[int32]int64{0: 0, 1: 0}, 100*time.Millisecond
+		if cfg.Label == "m2" {
+			starts, after = map[int32]int64{1: 0}, 300*time.Millisecond
+		}
+		n.Add(1)
+		time.AfterFunc(after, func() { cfg.Fetched(pipe.Fetch{Starts: starts, MemberID: cfg.Label, Generation: 1}) })
 		return selfDrivenMember{}, nil
 	}
 	wl, err := pipeline.New(ctx, pipeline.Config{Member: "plain", Processes: 2, Members: 2, Partitions: 2}, c, w,
@@ -523,10 +526,13 @@ func TestStartMembersWaitsForSelfDrivenOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	wl.StartMembers(ctx)
-	for _, role := range wl.Roles() {
-		if _, ok := wl.Owner(role); !ok {
-			t.Errorf("%s has no owner when StartMembers returned", role)
+	for role, want := range map[string]string{"in0": "m1", "in1": "m2"} {
+		if o, ok := wl.Owner(role); !ok || o.Member != want {
+			t.Errorf("%s: owner %+v (%v) when StartMembers returned, want %s", role, o, ok, want)
 		}
+	}
+	if n.Load() != 2 {
+		t.Errorf("%d members started, want 2", n.Load())
 	}
 }
 
