@@ -11,6 +11,8 @@ FUZZTIME ?= 50000x
 # The adapters of the exec protocol in adapters/ (docs/clients.md): the Java reference adapter
 # on kafka-clients (mk/java-adapter.mk) and the third-party clients, each in mk/NAME-adapter.mk.
 -include mk/java-adapter.mk
+# The Kafka Streams pipeline member (mk/streams-adapter.mk), compiled against the Java adapter.
+-include mk/streams-adapter.mk
 CLIENT_ADAPTERS := librdkafka sarama kafkajs kafkapython
 -include $(CLIENT_ADAPTERS:%=mk/%-adapter.mk)
 # The krabka adapter (Rust): built only by its own target, make krabka-adapter, not by make
@@ -114,9 +116,9 @@ KAFKA_PKGS := $(sort $(patsubst %/,%,$(dir $(shell grep -rlx --include='*_test.g
 REQUIRE := FENCECHECK_REQUIRE_KAFKA=1 FENCECHECK_REQUIRE_DOCKER=1 FENCECHECK_REQUIRE_BROWSER=1
 GOTEST := $(GO) test -p 1 -parallel 4 -timeout $(GOTEST_TIMEOUT)
 
-## adapters: every adapter of adapters/ but krabka; client-adapters: the third-party ones (PyPI,
+## adapters: every adapter of adapters/ but krabka (and platformatic); client-adapters: the third-party ones (PyPI,
 ## npm and the Go module proxy, no Maven): librdkafka, Sarama, KafkaJS and kafka-python.
-adapters: java-adapter client-adapters
+adapters: java-adapter streams-adapter client-adapters
 client-adapters: $(CLIENT_ADAPTERS:%=%-adapter)
 
 test: lint kafka adapters browser

@@ -358,3 +358,33 @@ func TestFold(t *testing.T) {
 		})
 	}
 }
+
+// A member may commit its consumer's position past offsets that hold no input record (an
+// aborted record and its abort marker): Kafka Streams commits the position when its task has
+// nothing buffered. A transaction's offsets past its inputs are judged only where they skip
+// a record that landed.
+func TestPipelineOffsetsPastNoInput(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sent  int // records sent to partition 0, from offset 0
+		valid bool
+	}{
+		{"past a marker and an aborted record", 2, true},
+		{"past a record that landed", 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newPipeHistory()
+			b.send(0, tc.sent)
+			var next int64
+			t1 := b.txn("m1", 0, 0, 2, 4, history.TypeOK, "")
+			b.op(history.KindFinalOutput, "", nil, history.TypeOK, &history.PipeResult{Outputs: outputs(t1, 0, 0, 2, &next)}, "")
+			b.op(history.KindFinalOffsets, "", nil, history.TypeOK, &history.PipeResult{
+				Offsets:   []history.PipeOffset{{Partition: 0, Offset: 4}},
+				InputEnds: []history.PipeOffset{{Partition: 0, Offset: 4}}}, "")
+			r := checkOf(b.check(t), checker.EOSOffsetsMatchOutput)
+			if got := r.Verdict == checker.VerdictValid; got != tc.valid {
+				t.Fatalf("%s: %s, want valid %v: %+v", checker.EOSOffsetsMatchOutput, r.Verdict, tc.valid, r.Anomalies)
+			}
+		})
+	}
+}

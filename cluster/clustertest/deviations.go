@@ -31,6 +31,8 @@ var Deviations = []Deviation{
 	{Name: "tv2-phantom-transaction", Probe: phantomTransaction},
 	{Name: "read-committed-aborted-at-fetch-limit", Probe: abortedAtFetchLimit},
 	{Name: "add-partitions-batched-ignored", Probe: addPartitionsBatched},
+	{Name: "create-topics-config-source-unset", Probe: createConfigSource},
+	{Name: "describe-topic-partitions-null-elr", Probe: describePartitionsNullELR},
 	// Last, the two probes that restart a broker: after kfake's controller (its highest node
 	// id) restarts, kfake creates no topic (the last deviation), and the partition leader the
 	// first restarts is sometimes the controller, so a probe after it could not create its
@@ -334,6 +336,78 @@ func createAfterRestart(t *testing.T, c cluster.Cluster) (bool, string) {
 	}
 	answer := fmt.Sprintf("CreateTopics after restarting %s answered %v", links.BrokerName(broker), errOrOK(last))
 	return errors.Is(last, kerr.NotController), answer
+}
+
+// createConfigSource: CreateTopics (v5+) answers the new topic's configs, each with its source
+// (DescribeConfigs' ConfigSource). Kafka says where each comes from (the one the request set:
+// DYNAMIC_TOPIC_CONFIG); kfake leaves every source at -1, which no ConfigSource is, and
+// kafka-clients' admin throws on it ("id should be positive, id: -1"): Kafka Streams then
+// cannot create its changelog topics on kfake. Found by the Kafka Streams adapter.
+func createConfigSource(t *testing.T, c cluster.Cluster) (bool, string) {
+	ctx := probeCtx(t)
+	cl := Client(t, c, 1)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30_000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic = fmt.Sprintf("fc-dev-config-source-%d", time.Now().UnixNano())
+	rt.NumPartitions, rt.ReplicationFactor = 1, int16(min(3, c.Info().Brokers))
+	policy := "compact"
+	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+	cfg.Name, cfg.Value = "cleanup.policy", &policy
+	rt.Configs = append(rt.Configs, cfg)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create topic: %+v", resp.Topics)
+	}
+	if resp.GetVersion() < 5 {
+		t.Skipf("CreateTopics v%d answers no configs", resp.GetVersion())
+	}
+	unset := 0
+	var sources []string
+	for _, c := range resp.Topics[0].Configs {
+		if c.Source < 0 {
+			unset++
+		}
+		if c.Name == "cleanup.policy" {
+			sources = append(sources, fmt.Sprintf("cleanup.policy source %d", c.Source))
+		}
+	}
+	answer := fmt.Sprintf("CreateTopics v%d answered %d configs, %d with source -1; %v", resp.GetVersion(), len(resp.Topics[0].Configs), unset, sources)
+	return unset > 0, answer
+}
+
+// describePartitionsNullELR: DescribeTopicPartitions (KIP-966) answers each partition's
+// eligible leader replicas and last known ELR. Kafka answers empty arrays when there are
+// none; kfake answers null, and kafka-clients' admin (describeTopics, which Kafka Streams
+// calls to validate its internal topics) throws a NullPointerException on it. Found by the
+// Kafka Streams adapter.
+func describePartitionsNullELR(t *testing.T, c cluster.Cluster) (bool, string) {
+	ctx := probeCtx(t)
+	topic := fmt.Sprintf("fc-dev-elr-%d", time.Now().UnixNano())
+	if _, err := Admin(t, c).CreateTopic(ctx, 1, int16(min(3, c.Info().Brokers)), nil, topic); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	cl := Client(t, c, 1)
+	req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+	rt.Topic = topic
+	req.Topics = append(req.Topics, rt)
+	req.ResponsePartitionLimit = 100
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Skipf("DescribeTopicPartitions: %v", err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) == 0 {
+		t.Fatalf("DescribeTopicPartitions: %+v", resp.Topics)
+	}
+	p := resp.Topics[0].Partitions[0]
+	answer := fmt.Sprintf("DescribeTopicPartitions v%d: partition 0's EligibleLeaderReplicas null=%v, LastKnownELR null=%v",
+		resp.GetVersion(), p.EligibleLeaderReplicas == nil, p.LastKnownELR == nil)
+	return p.EligibleLeaderReplicas == nil, answer
 }
 
 // restartBroker kills broker id, starts it again and waits until the cluster is healthy.

@@ -45,7 +45,8 @@ func TestAdapterPipelineConformance(t *testing.T) {
 						testenv.Long(t)
 					}
 					pipelinetest.Run(t, pipelinetest.Env{Bootstrap: bootstrap, Kind: pipeline.KindPlain, Protocol: protocol,
-						SessionTimeout: 2 * time.Second, Replication: 3, GroupIDOnly: client.GroupIDOnly, New: adapterMember(argv)})
+						SessionTimeout: 2 * time.Second, Replication: 3, GroupIDOnly: client.GroupIDOnly, SelfDriven: client.SelfDriven,
+						New: adapterMember(argv)})
 				})
 			}
 			if client.GroupIDOnlyArgs != nil {

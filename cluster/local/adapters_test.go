@@ -31,6 +31,9 @@ func TestAdapterConformance(t *testing.T) {
 	c := sharedCluster(t)
 	for i, client := range adapters.Clients {
 		t.Run(client.Name, func(t *testing.T) {
+			if client.PipelinesOnly {
+				t.Skipf("the %s adapter serves pipelines only: TestAdapterPipelineConformance runs it", client.Name)
+			}
 			if client.Name != "java" {
 				t.Parallel()
 			}

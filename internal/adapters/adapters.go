@@ -41,6 +41,13 @@ type Client struct {
 	// fence never applies). Its conformance suites run with pipelinetest.Env.GroupIDOnly, which
 	// requires exactly that and fails if the client ever sends the group's metadata.
 	GroupIDOnly bool
+	// PipelinesOnly: the adapter serves no leases (its hello lists pipelines alone), so the
+	// lease suites and scenarios skip it.
+	PipelinesOnly bool
+	// SelfDriven: the pipeline member runs its own loop (hello lists the self-driven
+	// capability: Kafka Streams), so the conformance suites run it with
+	// pipelinetest.Env.SelfDriven.
+	SelfDriven bool
 }
 
 // ServesProtocol reports whether the client's pipeline member speaks the group protocol.
@@ -69,6 +76,10 @@ var Clients = []Client{
 	// schemas at import), which made its tests about twice KafkaJS's in make test
 	// (docs/clients.md, "@platformatic/kafka").
 	{Name: "platformatic", TransactionVersion: 1, Optional: true},
+	// Kafka Streams (exactly_once_v2) on the Java adapter's kafka-clients: a pipeline member
+	// only, self-driven, classic protocol only (adapters/streams/README.md). Last, so that the
+	// others keep their seeds and link numbers in the tests that number them by position.
+	{Name: "streams", Pipelines: true, PipelinesOnly: true, GroupProtocols: []string{"classic"}, SelfDriven: true},
 }
 
 // Speaks returns the transaction version the client's producers run on a cluster that

@@ -120,6 +120,8 @@ func (f *File) Plan(noReuse bool) ([]*plannedCell, error) {
 					c.Status, c.Note = StatusSkipped, "the adapter serves leases only: its client runs no pipeline member behind the exec protocol yet"
 				case s.Workload.IsPipeline() && !servesProtocol(c.transport, groupProtocol(s)):
 					c.Status, c.Note = StatusSkipped, "the adapter's client has no "+groupProtocol(s)+" group protocol"
+				case !s.Workload.IsPipeline() && !servesLeases(c.transport):
+					c.Status, c.Note = StatusSkipped, "the adapter serves pipelines only: its client (Kafka Streams) is a pipeline, not a lease transport"
 				case err != nil:
 					c.Status, c.Note = StatusSkipped, err.Error()
 				}
@@ -366,6 +368,21 @@ func relOrAbs(base, target string) string {
 		return filepath.ToSlash(rel)
 	}
 	return at
+}
+
+// servesLeases reports whether a column's transport can run a lease scenario: any but one of
+// adapters/ that serves pipelines only.
+func servesLeases(transport string) bool {
+	command, ok := strings.CutPrefix(transport, "exec:")
+	if !ok {
+		return true
+	}
+	argv, err := lineproto.SplitCommand(command)
+	if err != nil || len(argv) == 0 {
+		return true
+	}
+	c, known := adapters.ByProgram(argv[0])
+	return !known || !c.PipelinesOnly
 }
 
 // servesPipelines reports whether a column's transport can run a pipeline: fencecheck's own

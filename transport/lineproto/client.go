@@ -53,6 +53,7 @@ type Transport struct {
 type adapterProc struct {
 	cmd      *exec.Cmd
 	clientID string
+	spawned  time.Time // just before the process started
 
 	wmu sync.Mutex // one line at a time on stdin
 	in  io.WriteCloser
@@ -312,6 +313,7 @@ func Hello(ctx context.Context, argv []string, log *slog.Logger) (name string, w
 
 // spawn starts the adapter process argv and its reader goroutines.
 func spawn(argv []string, clientID string, log *slog.Logger) (*adapterProc, error) {
+	spawned := time.Now()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// The adapter dies with the harness, even when the harness is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -330,7 +332,7 @@ func spawn(argv []string, clientID string, log *slog.Logger) (*adapterProc, erro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("run adapter %q: %w", argv[0], err)
 	}
-	p := &adapterProc{cmd: cmd, clientID: clientID, in: in, enc: json.NewEncoder(in),
+	p := &adapterProc{cmd: cmd, clientID: clientID, spawned: spawned, in: in, enc: json.NewEncoder(in),
 		pending: map[uint64]chan *Response{}, exited: make(chan struct{})}
 	log = log.With("adapter_pid", cmd.Process.Pid, "client_id", clientID)
 	var pipes sync.WaitGroup

@@ -420,6 +420,9 @@ func BenchmarkLeaseWrite(b *testing.B) {
 func TestAdapterConformance(t *testing.T) {
 	for _, client := range adapters.Clients {
 		t.Run(client.Name, func(t *testing.T) {
+			if client.PipelinesOnly {
+				t.Skipf("the %s adapter serves pipelines only: TestAdapterPipelineConformance runs it", client.Name)
+			}
 			if testenv.Race && client.Name != "sarama" {
 				t.Skip("under -race only Sarama's adapter: the plain run covers this one, TestConformanceThroughTheProtocol the protocol's race-checked side")
 			}
@@ -530,8 +533,8 @@ func TestAdapterPipelineConformance(t *testing.T) {
 						testenv.Long(t)
 					}
 					pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: pipeline.KindPlain, Protocol: protocol,
-						GroupIDOnly: client.GroupIDOnly,
-						New:         AdapterMember(argv)})
+						GroupIDOnly: client.GroupIDOnly, SelfDriven: client.SelfDriven,
+						New: AdapterMember(argv)})
 				})
 			}
 			if client.GroupIDOnlyArgs != nil {

@@ -44,11 +44,18 @@ type Member struct {
 	watch  *memberWatch
 	boot   string
 
-	mu       sync.Mutex // one call at a time; guards proc, closed, restarts
-	proc     *adapterProc
-	closed   bool
-	restarts int
-	name     string // hello's
+	mu         sync.Mutex // one call at a time; guards proc, closed, restarts, selfDriven
+	proc       *adapterProc
+	closed     bool
+	restarts   int
+	name       string // hello's
+	selfDriven bool   // hello listed CapSelfDriven: observe, not poll and transact
+
+	// A self-driven member's observe requests to the adapter obsProc: when each was sent, by
+	// id, which bounds the begin of a transaction the adapter says began after it.
+	obsMu   sync.Mutex
+	obsProc *adapterProc
+	obsSent map[uint64]time.Time
 }
 
 // StartMember validates cfg, opens the member's gateway and starts the adapter argv (argv[0]
@@ -145,6 +152,8 @@ func (m *Member) adapterLocked(ctx context.Context) (*adapterProc, error) {
 		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrClient, Stage: transport.StageLocal, Err: err}
 	}
 	m.name = resp.Name
+	m.selfDriven = slices.Contains(resp.Capabilities, CapSelfDriven)
+	m.watch.setSelfDriven(m.selfDriven)
 	c := m.cfg
 	resp, err = p.call(ctx, &Request{Op: OpMemberStart, Pipeline: &MemberConfig{
 		Bootstrap: m.boot, ClientID: clientID, Group: c.Group, Input: c.Input, Output: c.Output,
@@ -152,6 +161,7 @@ func (m *Member) adapterLocked(ctx context.Context) (*adapterProc, error) {
 		SessionTimeoutMS: c.SessionTimeout.Milliseconds(), RebalanceTimeoutMS: c.RebalanceTimeout.Milliseconds(),
 		TransactionTimeoutMS: c.Conn.LeaseDuration.Milliseconds(), RequestTimeoutMS: c.Conn.RequestTimeout.Milliseconds(),
 		MaxPoll: c.MaxPoll, Protocol: c.Protocol, TransactionVersion: c.Conn.TransactionVersion,
+		Label: c.Label, Stateful: c.Stateful,
 	}})
 	if err == nil && resp.Outcome != OutcomeOK {
 		err = failed(transport.OpStart, resp)
@@ -175,11 +185,17 @@ func workloadsOf(r *Response) string {
 // the member spent paused meanwhile. An adapter that does not answer is killed: its member is
 // gone, and the next call starts another. A nil response comes with an error.
 func (m *Member) call(ctx context.Context, req *Request, bound time.Duration) (*Response, error) {
+	r, _, err := m.callOn(ctx, req, bound)
+	return r, err
+}
+
+// callOn is call, and says which adapter process it asked.
+func (m *Member) callOn(ctx context.Context, req *Request, bound time.Duration) (*Response, *adapterProc, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, err := m.adapterLocked(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	paused := m.watch.paused.Load()
 	type answer struct {
@@ -199,7 +215,7 @@ func (m *Member) call(ctx context.Context, req *Request, bound time.Duration) (*
 		select {
 		case a := <-ch:
 			timer.Stop()
-			return a.r, a.err
+			return a.r, p, a.err
 		case <-timer.C:
 			if now := m.watch.paused.Load(); now != paused {
 				deadline, paused = deadline.Add(time.Duration(now-paused)), now
@@ -210,7 +226,7 @@ func (m *Member) call(ctx context.Context, req *Request, bound time.Duration) (*
 			m.cfg.Conn.Logger.Warn("killing the pipeline adapter", "pid", p.cmd.Process.Pid, "client_id", p.clientID,
 				"why", fmt.Sprintf("%s did not answer within %v", req.Op, bound))
 			p.kill()
-			return nil, fmt.Errorf("%w: %s within %v", errHung, req.Op, bound)
+			return nil, p, fmt.Errorf("%w: %s within %v", errHung, req.Op, bound)
 		}
 	}
 }
@@ -220,6 +236,9 @@ func (m *Member) call(ctx context.Context, req *Request, bound time.Duration) (*
 // past whatever records it polled, so an answer dropped would be records skipped (the batch
 // is returned, and with it ctx's error only when it is empty).
 func (m *Member) Poll(ctx context.Context) (pipeline.Batch, error) {
+	if err := m.notSelfDriven(OpPoll); err != nil {
+		return pipeline.Batch{}, err
+	}
 	wait := 500 * time.Millisecond
 	if d, ok := ctx.Deadline(); ok {
 		wait = max(time.Until(d), 0)
@@ -247,6 +266,9 @@ func (m *Member) Poll(ctx context.Context) (pipeline.Batch, error) {
 // Transact asks the adapter to copy b in one transaction: outs, and b's offsets sent with the
 // group's metadata. A call that is not answered is Unknown, and the member must restart.
 func (m *Member) Transact(ctx context.Context, b pipeline.Batch, outs []pipeline.Output) pipeline.Result {
+	if err := m.notSelfDriven(OpTransact); err != nil {
+		return pipeline.Result{Outcome: transport.Fail, Err: err}
+	}
 	req := &Request{Op: OpTransact, MemberID: b.MemberID, Generation: &b.Generation}
 	for p, o := range b.Offsets() {
 		req.Offsets = append(req.Offsets, Offset{Partition: p, Offset: o})
@@ -286,16 +308,74 @@ func (m *Member) Transact(ctx context.Context, b pipeline.Batch, outs []pipeline
 }
 
 // Close sends close, waits a moment for the adapter to exit, kills it if it has not, and
-// closes the gateway.
-func (m *Member) Close() {
+// closes the gateway. A self-driven member's close answer (what it did while closing) is
+// dropped: Stop returns it.
+func (m *Member) Close() { m.Stop() }
+
+// SelfDriven reports whether the adapter's hello listed CapSelfDriven: the workload observes
+// the member (Observe, Stop) instead of driving it.
+func (m *Member) SelfDriven() bool {
 	m.mu.Lock()
-	p := m.proc
+	defer m.mu.Unlock()
+	return m.selfDriven
+}
+
+func (m *Member) notSelfDriven(op string) error {
+	if m.SelfDriven() {
+		return &transport.Error{Op: transport.OpRead, Kind: transport.ErrInvalidConfig, Stage: transport.StageLocal,
+			Err: fmt.Errorf("%s: the adapter %q is self-driven (capability %s): observe it", op, m.Adapter(), CapSelfDriven)}
+	}
+	return nil
+}
+
+// Observe asks a self-driven adapter what its member did, waiting for something until ctx's
+// deadline (500 ms without one). Each transaction is bounded on the harness's clock: it began
+// after the observe request the adapter names as the last it had received (or, naming none,
+// after the adapter was started), and ended before the answer that reports it came. A call
+// that fails (the adapter hung and was killed, or died) is Err: the next Observe starts a new
+// adapter, a new member whose producer fences the old one.
+func (m *Member) Observe(ctx context.Context) pipeline.Observation {
+	if !m.SelfDriven() {
+		return pipeline.Observation{Err: &transport.Error{Op: transport.OpRead, Kind: transport.ErrInvalidConfig, Stage: transport.StageLocal,
+			Err: fmt.Errorf("observe: the adapter %q is not self-driven (its hello lists no %s)", m.Adapter(), CapSelfDriven)}}
+	}
+	wait := 500 * time.Millisecond
+	if d, ok := ctx.Deadline(); ok {
+		wait = max(time.Until(d), 0)
+	}
+	req := &Request{Op: OpObserve, WaitMS: wait.Milliseconds()}
+	sent := time.Now()
+	r, p, err := m.callOn(context.WithoutCancel(ctx), req, wait+m.cfg.Conn.RequestTimeout+m.margin)
+	if err == nil && r.Outcome != OutcomeOK && !r.Restart {
+		err = failed(transport.OpRead, r)
+	}
+	if err != nil {
+		return pipeline.Observation{Err: err}
+	}
+	return m.observed(p, req.ID, sent, time.Now(), r)
+}
+
+// Stop closes the member as Close does and returns what a self-driven member did while
+// closing (its client commits what it processed): close's answer, which may take up to two
+// request timeouts.
+func (m *Member) Stop() pipeline.Observation {
+	m.mu.Lock()
+	p, selfDriven := m.proc, m.selfDriven
 	m.closed, m.proc = true, nil
 	m.mu.Unlock()
+	var obs pipeline.Observation
 	if p != nil && !p.isDead() {
-		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.Conn.RequestTimeout)
-		_, _ = p.call(ctx, &Request{Op: OpClose})
+		bound := m.cfg.Conn.RequestTimeout
+		if selfDriven {
+			bound = 2*m.cfg.Conn.RequestTimeout + m.margin
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		sent := time.Now()
+		r, err := p.call(ctx, &Request{Op: OpClose})
 		cancel()
+		if err == nil && selfDriven {
+			obs = m.observed(p, 0, sent, time.Now(), r)
+		}
 		select {
 		case <-p.exited:
 		case <-time.After(time.Second):
@@ -303,6 +383,65 @@ func (m *Member) Close() {
 		p.kill()
 	}
 	m.gw.Close()
+	return obs
+}
+
+// observed turns a self-driven adapter p's answer r to observe request id (0: close), sent
+// at sent and answered at got, into what the member did.
+func (m *Member) observed(p *adapterProc, id uint64, sent, got time.Time, r *Response) pipeline.Observation {
+	m.obsMu.Lock()
+	defer m.obsMu.Unlock()
+	if m.obsProc != p {
+		m.obsProc, m.obsSent = p, map[uint64]time.Time{}
+	}
+	if id != 0 {
+		m.obsSent[id] = sent
+	}
+	obs := pipeline.Observation{Restart: r.Restart}
+	if r.Restart && r.Error != nil {
+		obs.Err = fmt.Errorf("adapter: %s", r.Error.Message)
+	}
+	for i := range r.Events {
+		e := &r.Events[i]
+		if err := e.check(); err != nil {
+			m.cfg.Conn.Logger.Warn("self-driven adapter: malformed event", "err", err)
+			obs.Err = err
+			continue
+		}
+		switch e.Type {
+		case EventPoll:
+			b := &pipeline.Batch{MemberID: e.MemberID, Generation: e.Generation}
+			for _, rec := range e.Records {
+				b.Records = append(b.Records, pipeline.Record{Partition: rec.Partition, Offset: rec.Offset})
+			}
+			obs.Events = append(obs.Events, pipeline.Event{Poll: b})
+		case EventTxn:
+			began, ok := m.obsSent[e.After]
+			if !ok {
+				began = p.spawned // before any observe it knew of: after the adapter started
+			}
+			t := &pipeline.ObservedTxn{Ref: e.Ref, Number: e.Txn, TransactionalID: e.TransactionalID,
+				MemberID: e.MemberID, Generation: e.Generation, Outputs: e.Outputs, Offsets: map[int32]int64{},
+				Began: began, Ended: got}
+			for _, in := range e.Inputs {
+				t.Inputs = append(t.Inputs, pipeline.Record{Partition: in.Partition, Offset: in.Offset})
+			}
+			for _, o := range e.Offsets {
+				t.Offsets[o.Partition] = o.Offset
+			}
+			t.Result.Token = e.Token.fencing()
+			switch e.Outcome {
+			case OutcomeOK:
+				t.Result.Outcome = transport.OK
+			case OutcomeFail:
+				t.Result.Outcome, t.Result.Err = transport.Fail, failed(transport.OpWrite, &Response{Outcome: e.Outcome, Error: e.Error})
+			default:
+				t.Result.Outcome, t.Result.Err = transport.Unknown, failed(transport.OpWrite, &Response{Outcome: e.Outcome, Error: e.Error})
+			}
+			obs.Events = append(obs.Events, pipeline.Event{Txn: t})
+		}
+	}
+	return obs
 }
 
 // failed turns a failed answer into the transport's error: Stage carries the adapter's
@@ -339,12 +478,19 @@ type memberWatch struct {
 	paused     atomic.Int64 // nanoseconds spent paused, ever
 
 	mu          sync.Mutex
+	selfDriven  bool // the member runs its own loop: every transaction is watched, none is a transact call
 	inTxn       bool // a transact call is in flight
 	offsetsSent bool // this transaction's first AddOffsetsToTxn or TxnOffsetCommit went out
 	commitSent  bool // this transaction's first EndTxn that commits went out
 	memberID    string
 	generation  int32
 	topics      map[[16]byte]string // topic ids, from Metadata answers (OffsetFetch v10 names topics by id)
+}
+
+func (w *memberWatch) setSelfDriven(on bool) {
+	w.mu.Lock()
+	w.selfDriven = on
+	w.mu.Unlock()
 }
 
 func (w *memberWatch) begin() {
@@ -376,7 +522,16 @@ func (w *memberWatch) request(key, version int16, frame []byte) {
 	w.mu.Lock()
 	point := ""
 	switch {
-	case !w.inTxn:
+	case !w.inTxn && !w.selfDriven:
+	case key == keyEndTxn && w.selfDriven:
+		// A self-driven member's transactions come with no call to bracket them: each EndTxn
+		// ends one, and the next transaction's points are armed again (a retried EndTxn
+		// reaches the point again; a freeze stops a member once).
+		req := kmsg.NewPtrEndTxnRequest()
+		if readRequest(frame, version, req) == nil && req.Commit {
+			point = pipeline.PointBeforeCommit
+		}
+		w.offsetsSent, w.commitSent = false, false
 	case (key == keyAddOffsetsToTxn || key == keyTxnOffsetCommit) && !w.offsetsSent:
 		// Under transaction version 1 AddOffsetsToTxn always comes first. Under version 2
 		// a client may add the offsets partition implicitly (KIP-890: kafka-clients 4.x

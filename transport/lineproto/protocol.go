@@ -51,6 +51,8 @@ const (
 	OpMemberStart = "member_start"
 	OpPoll        = "poll"
 	OpTransact    = "transact"
+	// A self-driven member's (an adapter whose hello lists CapSelfDriven): what it did.
+	OpObserve = "observe"
 )
 
 // The workloads an adapter may serve, listed in hello's answer (none listed: leases).
@@ -69,10 +71,17 @@ const (
 	// CapNoDescribe: the client has no DescribeTransactions. The harness sends no describe,
 	// and the checker reports describe-consistent as not covered.
 	CapNoDescribe = "no-describe"
+	// CapSelfDriven: a pipeline member whose client runs its own consume-transform-produce
+	// loop (Kafka Streams). The harness sends it no poll or transact: after member_start it
+	// asks with observe what the member did (each poll's records, each transaction's inputs,
+	// offsets, group metadata and outcome), the member makes its outputs itself, and close's
+	// answer carries what it did while closing. See docs/exec-protocol.md, "Self-driven
+	// members".
+	CapSelfDriven = "self-driven"
 )
 
 // capabilities are the capabilities this version of the harness knows.
-var capabilities = []string{CapGatewayToken, CapNoDescribe}
+var capabilities = []string{CapGatewayToken, CapNoDescribe, CapSelfDriven}
 
 // Capabilities returns the names of the capabilities this harness knows.
 func Capabilities() []string { return slices.Clone(capabilities) }
@@ -134,7 +143,65 @@ type Response struct {
 	Workloads          []string `json:"workloads,omitempty"` // hello: leases when empty
 	MemberID           string   `json:"member_id,omitempty"` // poll
 	Generation         *int32   `json:"generation,omitempty"`
-	Restart            bool     `json:"restart,omitempty"` // transact: the member cannot go on
+	Restart            bool     `json:"restart,omitempty"` // transact, observe: the member cannot go on
+	Events             []Event  `json:"events,omitempty"`  // observe, close of a self-driven member
+}
+
+// The types of a self-driven member's events.
+const (
+	EventPoll = "poll"
+	EventTxn  = "txn"
+)
+
+// Event is one thing a self-driven member did (observe, close): a poll that returned records
+// (type poll: Records, with partition and offset only, and the group metadata MemberID and
+// Generation) or a transaction that ended (type txn).
+type Event struct {
+	Type       string `json:"type"`
+	MemberID   string `json:"member_id,omitempty"`
+	Generation int32  `json:"generation"`
+	Records    []Read `json:"records,omitempty"`
+	// A transaction: its number (from 1) and the adapter's ref, which its outputs carry;
+	// After, the id of the last observe request the adapter had received when it began (0:
+	// none); its transactional id, the producer's id and epoch when it began, the inputs it
+	// made outputs of, the offsets it sent with MemberID and Generation (the group metadata
+	// passed with them), how many records it produced, and its outcome (an Error unless ok).
+	Txn             int64    `json:"txn,omitempty"`
+	Ref             string   `json:"ref,omitempty"`
+	After           uint64   `json:"after,omitempty"`
+	TransactionalID string   `json:"transactional_id,omitempty"`
+	Token           *Token   `json:"token,omitempty"`
+	Inputs          []Offset `json:"inputs,omitempty"`
+	Offsets         []Offset `json:"offsets,omitempty"`
+	Outputs         int      `json:"outputs,omitempty"`
+	Outcome         string   `json:"outcome,omitempty"`
+	Error           *Error   `json:"error,omitempty"`
+}
+
+// check validates an event: a known type, and for a transaction a ref, a number, a known
+// outcome and an error of a known kind unless it committed.
+func (e *Event) check() error {
+	switch e.Type {
+	case EventPoll:
+		return nil
+	case EventTxn:
+	default:
+		return fmt.Errorf("%w: event type %q, want %s or %s", ErrProtocol, e.Type, EventPoll, EventTxn)
+	}
+	switch {
+	case e.Ref == "" || e.Txn <= 0:
+		return fmt.Errorf("%w: txn event without ref or number", ErrProtocol)
+	case e.Outcome == OutcomeOK:
+		return nil
+	case e.Outcome != OutcomeFail && e.Outcome != OutcomeUnknown:
+		return fmt.Errorf("%w: txn event %d: outcome %q, want ok, fail or unknown", ErrProtocol, e.Txn, e.Outcome)
+	case e.Error == nil:
+		return fmt.Errorf("%w: txn event %d: outcome %q without an error", ErrProtocol, e.Txn, e.Outcome)
+	}
+	if _, ok := ErrorKinds[e.Error.Kind]; !ok {
+		return fmt.Errorf("%w: txn event %d: unknown error kind %q", ErrProtocol, e.Txn, e.Error.Kind)
+	}
+	return nil
 }
 
 // Error is a failed call: Kind is one of the seed's error kinds (ErrorKinds).
@@ -206,6 +273,10 @@ type MemberConfig struct {
 	MaxPoll              int    `json:"max_poll"`
 	Protocol             string `json:"protocol"`
 	TransactionVersion   int    `json:"transaction_version"`
+	// A self-driven member's (CapSelfDriven), which makes its outputs itself: the member name
+	// they carry, and whether to keep the stateful variant's aggregates.
+	Label    string `json:"label,omitempty"`
+	Stateful bool   `json:"stateful,omitempty"`
 }
 
 // Offset is an input partition's offset to commit.

@@ -100,6 +100,13 @@ type Config struct {
 	// the exec protocol reports it from its gateway, so it is what the client spoke, whatever
 	// it or the cluster claims; fencecheck's in-process members do not call it.
 	TxnVersion func(version int)
+	// Label and Stateful are for a self-driven member (Observer), which makes its outputs
+	// itself: Label is the member name its outputs carry (history.PipeOutput's Member), and
+	// Stateful asks it to keep the stateful variant's aggregate (count and sum of the records
+	// it applied) per input partition in each output, restored as its client restores state.
+	// The other members ignore both: the workload makes their outputs.
+	Label    string
+	Stateful bool
 }
 
 // Fetch is where a member starts after fetching its group's committed offsets.

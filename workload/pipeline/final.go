@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencecheck/fencecheck/checker/history"
@@ -177,10 +178,15 @@ func (wl *Workload) finalOutput(ctx context.Context, cl *kgo.Client) error {
 			if string(r.Value) == sentinel {
 				return // an earlier final read's
 			}
-			var o history.PipeOutput
-			if err := json.Unmarshal(r.Value, &o); err != nil {
+			var oo observedOutput
+			if err := json.Unmarshal(r.Value, &oo); err != nil {
 				// Not an output a member made: the checker finds no transaction of this id.
-				o = history.PipeOutput{In: history.PipeOffset{Partition: -1, Offset: -1}, ID: "unreadable: " + string(r.Value), Txn: -1}
+				oo.PipeOutput = history.PipeOutput{In: history.PipeOffset{Partition: -1, Offset: -1}, ID: "unreadable: " + string(r.Value), Txn: -1}
+			}
+			o := oo.PipeOutput
+			if oo.Ref != "" {
+				// A self-driven member's: its transaction's number, in the member's count.
+				o.Txn = wl.txnOp(oo.Ref, o.Txn)
 			}
 			o.Partition, o.Offset = r.Partition, r.Offset
 			outs = append(outs, o)
@@ -207,6 +213,11 @@ func (wl *Workload) finalOffsets(ctx context.Context, cl *kgo.Client) error {
 	resp, err := kadm.NewClient(cl).FetchOffsets(kadm.RequireStable(ctx), wl.group)
 	if err == nil {
 		err = resp.Error()
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		// No member ever committed (kfake answers a group without offsets so; Apache Kafka
+		// answers none): nothing is committed, which the checks judge.
+		resp, err = nil, nil
 	}
 	if err != nil {
 		wl.append(history.Event{Type: history.TypeInfo, ID: op, Time: wl.now(), Error: "error", Message: err.Error()})

@@ -78,6 +78,9 @@ type Workload struct {
 	rngMu    sync.Mutex
 
 	members []*member
+	// obsTxns maps a self-driven member's transactions to their txn operations (observe.go).
+	obsMu   sync.Mutex
+	obsTxns map[obsKey]int64
 	stats   struct{ sent, sendsFailed, aborted, committed, failed, unknown, copied, restarts atomic.Int64 }
 	// newMember starts a member (Options.NewMember, or pipeline.New of Config.Member).
 	newMember func(ctx context.Context, cfg pipeline.Config) (pipeline.Member, error)
@@ -226,6 +229,63 @@ func (wl *Workload) StartMembers(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	wl.awaitSelfDrivenOwners(ctx)
+}
+
+// ownersFor bounds awaitSelfDrivenOwners.
+const ownersFor = time.Minute
+
+// awaitSelfDrivenOwners waits, when the members are self-driven (Kafka Streams), until every
+// input partition has an owner (a member's fetch of its offsets on an assignment) and, when
+// there are no more members than partitions, every member was assigned some, at most
+// ownersFor. A self-driven member joins its group and takes its assignment on its own as soon
+// as it starts, but a group of Streams instances took 15 s and more to form on a loaded
+// machine: a scenario's step at 2 s ("freeze holder of in0") found no owner and never took
+// hold. A driven member joins on its first poll, in the run, and is not waited for.
+func (wl *Workload) awaitSelfDrivenOwners(ctx context.Context) {
+	self := false
+	for _, m := range wl.members {
+		if m.started != nil {
+			if _, ok := selfDriven(m.started); ok {
+				self = true
+			}
+		}
+	}
+	if !self {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, ownersFor)
+	defer cancel()
+	start := time.Now()
+	for {
+		missing := 0
+		for _, role := range wl.Roles() {
+			if _, ok := wl.Owner(role); !ok {
+				missing++
+			}
+		}
+		if len(wl.members) <= int(wl.cfg.Partitions) {
+			// Every member assigned something too: the group has formed with all of them,
+			// not only its first member, whose partitions the others' joins would move.
+			for _, m := range wl.members {
+				m.mu.Lock()
+				if len(m.held) == 0 {
+					missing++
+				}
+				m.mu.Unlock()
+			}
+		}
+		if missing == 0 {
+			wl.log.Info("self-driven members own every input partition", "took", time.Since(start))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			wl.log.Warn("self-driven members: input partitions without an owner before the run", "missing", missing, "waited", time.Since(start))
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // txnID is member i's transactional id; with a transactional id per input partition, the
@@ -495,6 +555,7 @@ func (wl *Workload) memberConfig(m *member) pipeline.Config {
 		TxnIDPerPartition: wl.cfg.TxnIDs == TxnIDsPartition,
 		SessionTimeout:    wl.cfg.SessionTimeout.D(), MaxPoll: wl.cfg.MaxPoll, Protocol: wl.cfg.Protocol,
 		Pause: m.pause, Fetched: m.fetched, TxnVersion: func(v int) { m.txnVersion.Store(int64(v)) },
+		Label: m.name, Stateful: wl.cfg.Stateful,
 	}
 }
 
@@ -549,7 +610,7 @@ func (m *member) run(ctx context.Context) {
 	m.started = nil
 	defer func() {
 		if mb != nil {
-			mb.Close()
+			m.stop(mb)
 		}
 	}()
 	restartAt := m.nextRestart()
@@ -575,9 +636,20 @@ func (m *member) run(ctx context.Context) {
 			}
 		}
 		if !restartAt.IsZero() && time.Now().After(restartAt) {
-			mb.Close()
+			m.stop(mb)
 			mb, leaving = nil, true
 			wl.stats.restarts.Add(1)
+			continue
+		}
+		if obs, ok := selfDriven(mb); ok {
+			pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			o := obs.Observe(pctx)
+			cancel()
+			if m.record(ctx, o) {
+				m.stop(mb)
+				mb = nil
+				wl.stats.restarts.Add(1)
+			}
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -598,7 +670,7 @@ func (m *member) run(ctx context.Context) {
 		m.pausePoint(ctx, PointAfterPoll)
 		for _, sub := range wl.transactions(b) {
 			if res := m.transact(ctx, mb, sub); res.Restart {
-				mb.Close()
+				m.stop(mb)
 				mb = nil
 				wl.stats.restarts.Add(1)
 				break

@@ -412,3 +412,138 @@ func TestNewWaitsForTheGroupCoordinator(t *testing.T) {
 			took, refused.Load(), answered.Load(), loading)
 	}
 }
+
+// TestFinalReadsOfAGroupThatNeverCommitted: a run whose members never commit (Kafka Streams
+// members still in their first rebalance when a loaded run ended) leaves a group with no
+// offsets, which kfake answers GROUP_ID_NOT_FOUND where Apache Kafka answers no offsets. The
+// final reads record that nothing is committed, so the run is judged (inconclusive: nothing
+// copied), not left unknown by a failed read.
+func TestFinalReadsOfAGroupThatNeverCommitted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := embedded.New(ctx, embedded.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	w, err := history.Open(path, history.WriterOptions{FlushInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := func(context.Context, pipe.Config) (pipe.Member, error) { return idleMember{}, nil }
+	wl, err := pipeline.New(ctx, pipeline.Config{Member: "plain", Processes: 1, Members: 1, Partitions: 2}, c, w,
+		pipeline.Options{Seed: 1, Logger: log, NewMember: idle, Member: "idle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Close()
+	meta := history.Meta{Scenario: "test", Seed: 1}
+	wl.Meta(&meta)
+	if err := w.WriteHeader(meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := wl.Run(ctx, 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := wl.FinalReads(ctx); err != nil {
+		t.Fatalf("final reads of a group that never committed: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, op := range h.All() {
+		if op.Kind == history.KindFinalOffsets {
+			found = true
+			if op.Type != history.TypeOK || op.Result.Pipe == nil || len(op.Result.Pipe.Offsets) != 0 {
+				t.Fatalf("final offsets %+v %+v, want ok with none committed", op, op.Result.Pipe)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no final offsets in the history")
+	}
+}
+
+// idleMember never returns a record: a member that never got going.
+type idleMember struct{}
+
+func (idleMember) Poll(ctx context.Context) (pipe.Batch, error) {
+	<-ctx.Done()
+	return pipe.Batch{}, ctx.Err()
+}
+
+func (idleMember) Transact(context.Context, pipe.Batch, []pipe.Output) pipe.Result {
+	return pipe.Result{Err: errors.New("idle member: no transaction")}
+}
+
+func (idleMember) Close() {}
+
+// TestStartMembersWaitsForSelfDrivenOwners: self-driven members (Kafka Streams) take their
+// assignment on their own, which took a Streams group seconds to form: StartMembers returns
+// only once every input partition has an owner (an assignment's fetch) and every member was
+// assigned some, so that a scenario's first step finds the owner it will keep. Here the first
+// member is given both partitions at 100 ms, and the second takes partition 1 at 300 ms.
+func TestStartMembersWaitsForSelfDrivenOwners(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := embedded.New(ctx, embedded.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	w, err := history.Open(filepath.Join(t.TempDir(), "history.jsonl"), history.WriterOptions{FlushInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var n atomic.Int32
+	newMember := func(_ context.Context, cfg pipe.Config) (pipe.Member, error) {
+		starts, after := map[int32]int64{0: 0, 1: 0}, 100*time.Millisecond
+		if cfg.Label == "m2" {
+			starts, after = map[int32]int64{1: 0}, 300*time.Millisecond
+		}
+		n.Add(1)
+		time.AfterFunc(after, func() { cfg.Fetched(pipe.Fetch{Starts: starts, MemberID: cfg.Label, Generation: 1}) })
+		return selfDrivenMember{}, nil
+	}
+	wl, err := pipeline.New(ctx, pipeline.Config{Member: "plain", Processes: 2, Members: 2, Partitions: 2}, c, w,
+		pipeline.Options{Seed: 1, Logger: log, NewMember: newMember, Member: "exec:streams"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wl.Close()
+	meta := history.Meta{Scenario: "test", Seed: 1}
+	wl.Meta(&meta)
+	if err := w.WriteHeader(meta); err != nil {
+		t.Fatal(err)
+	}
+	wl.StartMembers(ctx)
+	for role, want := range map[string]string{"in0": "m1", "in1": "m2"} {
+		if o, ok := wl.Owner(role); !ok || o.Member != want {
+			t.Errorf("%s: owner %+v (%v) when StartMembers returned, want %s", role, o, ok, want)
+		}
+	}
+	if n.Load() != 2 {
+		t.Errorf("%d members started, want 2", n.Load())
+	}
+}
+
+// selfDrivenMember is a self-driven member that does nothing but say it is one.
+type selfDrivenMember struct{ idleMember }
+
+func (selfDrivenMember) SelfDriven() bool { return true }
+
+func (selfDrivenMember) Observe(ctx context.Context) pipe.Observation {
+	<-ctx.Done()
+	return pipe.Observation{}
+}
+
+func (selfDrivenMember) Stop() pipe.Observation { return pipe.Observation{} }
