@@ -26,6 +26,10 @@ type decoder struct {
 	strs *[1 << 12]string
 	// slabs hold the pipeline payloads of the fast path.
 	slabs pipeSlabs
+	// reads, when set, remembers the last read of each log (see extend); pending is the
+	// slot the line being decoded will set.
+	reads   *[readSlots]readSlot
+	pending pendingRead
 }
 
 var errSyntax = fmt.Errorf("invalid JSON: %w", ErrMalformed)
