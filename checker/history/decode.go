@@ -26,8 +26,10 @@ type decoder struct {
 	strs *[1 << 12]string
 	// slabs hold the pipeline payloads of the fast path.
 	slabs pipeSlabs
-	// reads, when set, remembers the last read of each log (see extend); pending is the
-	// slot the line being decoded will set.
+	// repeats, when set, has reads decoded from where an earlier read of their log ended:
+	// reads remembers the last read of each log (see extend), and pending is the slot the
+	// line being decoded will set.
+	repeats bool
 	reads   *[readSlots]readSlot
 	pending pendingRead
 }

@@ -263,7 +263,7 @@ func (d *decoder) fastResult(c *scan, e *Event) {
 			c.must(`,`)
 		}
 		recs = append(recs, d.fastRecord(c))
-		if slot == nil && d.reads != nil && c.ok && recs[len(recs)-1].Kind != RecordRegistration {
+		if slot == nil && d.repeats && c.ok && recs[len(recs)-1].Kind != RecordRegistration {
 			// The records up to the first lease or work record, which names its write,
 			// name the log (a lease log's registrations name only their members, so many
 			// logs start alike): enough to find the last read of it this decoder saw.
@@ -332,6 +332,9 @@ type pendingRead struct {
 // sets e's prefix to that read's records and moves the cursor past them. It returns the
 // log's slot.
 func (d *decoder) extend(c *scan, e *Event, start, n int) *readSlot {
+	if d.reads == nil {
+		d.reads = new([readSlots]readSlot) // 1.3 MB: only once a history has reads
+	}
 	key := maphash.Bytes(readSeed, c.b[start:c.i])
 	slot := &d.reads[key&(readSlots-1)]
 	if slot.key != key {

@@ -150,7 +150,7 @@ func read(r io.Reader, hint, longest int) (*History, error) {
 	}()
 	for range workers {
 		go func() {
-			d := decoder{intern: make(map[string]string, 256), strs: new([1 << 12]string), reads: new([readSlots]readSlot)}
+			d := decoder{intern: make(map[string]string, 256), strs: new([1 << 12]string), repeats: true}
 			for c := range work {
 				d.decodeChunk(c)
 				close(c.done)
