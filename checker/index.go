@@ -73,6 +73,9 @@ type index struct {
 type roleData struct {
 	ops     []roleOp // in history order
 	members []memberKey
+	// memberNums are the members' process and member numbers (see memberNum), beside
+	// members; noMemberNum for one named only by an operation kept whole.
+	memberNums []uint64
 	// On a cluster that hashes producer ids: the order of the role's producer ids (nil when
 	// it has one), or why their order is not established (see orderPIDs).
 	rot       *rotation
@@ -134,6 +137,27 @@ func (r *roleOp) token() history.Token {
 func (r *roleOp) fenced() bool  { return r.flags&flagFenced != 0 }
 func (r *roleOp) notHeld() bool { return r.flags&flagNotHeld != 0 }
 func (r *roleOp) held() bool    { return r.flags&flagHeld != 0 }
+
+// memberNum is memberIndex for the process and member that h numbers so (see
+// history.Brief): the numbers are compared, not the names, and the names only on a miss.
+func (rd *roleData) memberNum(h *history.History, process, member uint32) uint16 {
+	key := uint64(process)<<32 | uint64(member)
+	for i, k := range rd.memberNums {
+		if k == key {
+			return uint16(i)
+		}
+	}
+	i := rd.memberIndex(h.Name(process), h.Name(member))
+	for len(rd.memberNums) < len(rd.members) {
+		rd.memberNums = append(rd.memberNums, noMemberNum)
+	}
+	rd.memberNums[i] = key
+	return i
+}
+
+// noMemberNum marks a member in roleData.memberNums that was named by an operation kept
+// whole, not by numbers: no key equals it (a history has fewer than 2^32 - 1 names).
+const noMemberNum = ^uint64(0)
 
 func (rd *roleData) memberIndex(process, member string) uint16 {
 	for i, m := range rd.members {
@@ -325,16 +349,16 @@ func (x *index) writerIn(l *logInfo, id string, next *int) (w int32, k int) {
 	return w, k
 }
 
-// count adds op to x.tally.
-func (x *index) count(op *history.Op) {
+// count adds an operation of kind that completed as typ with error class errc to x.tally.
+func (x *index) count(kind history.Kind, typ history.EventType, errc string) {
 	switch {
-	case op.Kind == history.KindFinalRead:
-		if op.Type != history.TypeOK {
+	case kind == history.KindFinalRead:
+		if typ != history.TypeOK {
 			x.tally.failedFinalReads++
 		}
-	case op.Type == history.TypeOK:
+	case typ == history.TypeOK:
 		x.tally.ok++
-	case op.Kind.IsWrite() && op.Type == history.TypeFail && op.Error == history.ErrorFenced:
+	case kind.IsWrite() && typ == history.TypeFail && errc == history.ErrorFenced:
 		x.tally.fenced++
 	}
 }
@@ -360,38 +384,47 @@ func (x *index) numberRoles() (writes []int32) {
 	// Room for every operation: growing by append's quarter allocated three times as much.
 	writes = make([]int32, 0, h.Len())
 	var op history.Op
+	var b history.Brief
 	for i := range h.Len() {
-		h.Load(i, &op)
+		var role string
+		if h.LoadBrief(i, &b) {
+			role = h.Name(b.Role)
+		} else {
+			h.Load(i, &op)
+			role = op.Role
+			b = history.Brief{Kind: op.Kind, Type: op.Type, Error: op.Error}
+		}
 		x.roleOf[i] = -1
-		x.outcome[i] = op.Type
-		x.count(&op)
-		if op.Kind.IsWrite() {
+		x.outcome[i] = b.Type
+		x.count(b.Kind, b.Type, b.Error)
+		if b.Kind.IsWrite() {
 			writes = append(writes, int32(i))
 		}
-		if op.Role == "" {
-			if toOpKind(op.Kind) != 0 {
+		if role == "" {
+			if toOpKind(b.Kind) != 0 {
+				h.Load(i, &op)
 				x.malform(&op, "a %s names no role", op.Kind)
 			}
 			continue
 		}
-		// A history holds each name once (History.Load gives the same string for it every
+		// A history holds each name once (History.Name gives the same string for it every
 		// time), so the role is first looked up by the address of its bytes: a million
 		// operations name a thousand roles, and hashing each name was most of this pass.
-		p := unsafe.StringData(op.Role)
+		p := unsafe.StringData(role)
 		slot := &cache[uint64(uintptr(unsafe.Pointer(p)))*0x9e3779b97f4a7c15>>51]
 		r := slot.role
-		if slot.p != p || slot.n != len(op.Role) {
+		if slot.p != p || slot.n != len(role) {
 			var ok bool
-			if r, ok = number[op.Role]; !ok {
+			if r, ok = number[role]; !ok {
 				r = int32(len(x.roles))
-				number[op.Role] = r
-				x.roles = append(x.roles, op.Role)
+				number[role] = r
+				x.roles = append(x.roles, role)
 				counts = append(counts, 0)
 			}
-			*slot = roleSlot{p, len(op.Role), r}
+			*slot = roleSlot{p, len(role), r}
 		}
 		x.roleOf[i] = r
-		if toOpKind(op.Kind) != 0 {
+		if toOpKind(b.Kind) != 0 {
 			counts[r]++
 		}
 	}
@@ -434,14 +467,23 @@ func (x *index) numberRoles() (writes []int32) {
 func (x *index) copyRoleOps() {
 	h := x.h
 	var op history.Op
+	var b history.Brief
 	for i := range h.Len() {
 		x.seenAt[i], x.seenBy[i] = history.Never, -1
-		if r := x.roleOf[i]; r >= 0 {
-			h.Load(i, &op)
-			if k := toOpKind(op.Kind); k != 0 {
-				rd := x.roleData[r]
-				rd.ops = append(rd.ops, newRoleOp(&op, int32(i), k, rd))
+		r := x.roleOf[i]
+		if r < 0 {
+			continue
+		}
+		rd := x.roleData[r]
+		if h.LoadBrief(i, &b) {
+			if k := toOpKind(b.Kind); k != 0 {
+				rd.ops = append(rd.ops, briefRoleOp(&b, int32(i), k, rd.memberNum(h, b.Process, b.Member)))
 			}
+			continue
+		}
+		h.Load(i, &op)
+		if k := toOpKind(op.Kind); k != 0 {
+			rd.ops = append(rd.ops, newRoleOp(&op, int32(i), k, rd))
 		}
 	}
 }
@@ -453,9 +495,18 @@ func (x *index) fileOps() {
 	h := x.h
 	x.roleLogs = make([]*logInfo, len(x.roles))
 	var op history.Op
+	var b history.Brief
 	for i := range h.Len() {
-		h.Load(i, &op)
 		x.opLog[i] = -1
+		if h.LoadBrief(i, &b) && !b.Kind.IsWrite() && !b.Kind.IsRead() {
+			// Only the times to check: the whole operation only to name a fault.
+			if badTimes(b.Invoke, b.Return, b.Pending) {
+				h.Load(i, &op)
+				x.checkOpTimes(&op)
+			}
+			continue
+		}
+		h.Load(i, &op)
 		x.checkOpTimes(&op)
 		switch r := x.roleOf[i]; {
 		case op.Kind.IsWrite():
@@ -491,6 +542,12 @@ func (x *index) keepWriteIDs(writes []int32) {
 	}
 }
 
+// badTimes reports whether checkOpTimes finds fault with an operation invoked at invoke
+// and completed at ret (unless pending).
+func badTimes(invoke, ret int64, pending bool) bool {
+	return history.CheckTime(invoke) != nil || !pending && (history.CheckTime(ret) != nil || ret < invoke)
+}
+
 // checkOpTimes reports an operation whose times a history may not carry.
 func (x *index) checkOpTimes(op *history.Op) {
 	switch {
@@ -502,6 +559,27 @@ func (x *index) checkOpTimes(op *history.Op) {
 	case op.Return < op.Invoke:
 		x.malform(op, "completed at %d, before it was invoked at %d", op.Return, op.Invoke)
 	}
+}
+
+// briefRoleOp is newRoleOp from an operation's brief, its member's index in its role given.
+func briefRoleOp(b *history.Brief, i int32, k opKind, member uint16) roleOp {
+	ro := roleOp{
+		invoke: b.Invoke, ret: b.Return, pid: -1, epoch: -1, op: i,
+		member: member, kind: k, typ: b.Type,
+	}
+	if b.Token != history.NoToken {
+		ro.pid, ro.epoch = b.Token.ProducerID, b.Token.Epoch
+	}
+	switch b.Error {
+	case history.ErrorFenced:
+		ro.flags |= flagFenced
+	case history.ErrorNotHeld:
+		ro.flags |= flagNotHeld
+	}
+	if b.Held {
+		ro.flags |= flagHeld
+	}
+	return ro
 }
 
 // newRoleOp copies what the role checks need of op (at index i, of kind k, in role rd).

@@ -26,6 +26,12 @@ type decoder struct {
 	strs *[1 << 12]string
 	// slabs hold the pipeline payloads of the fast path.
 	slabs pipeSlabs
+	// repeats, when set, has reads decoded from where an earlier read of their log ended:
+	// reads remembers the last read of each log (see extend), and pending is the slot the
+	// line being decoded will set.
+	repeats bool
+	reads   *[readSlots]readSlot
+	pending pendingRead
 }
 
 var errSyntax = fmt.Errorf("invalid JSON: %w", ErrMalformed)

@@ -423,6 +423,16 @@ type Event struct {
 
 	Format int
 	Meta   *Meta
+
+	// The reader sets these on an ok completion whose records start with the records of an
+	// earlier read of the same log (see decoder.extend): the first prefixN records are that
+	// read's, the read of operation prefixOf, and Result.Records holds only the rest.
+	// prefixText is the repeated records' text, in the reader's chunk, which lives until the
+	// Builder has added the chunk: the Builder decodes it when the earlier read's records are
+	// not at hand.
+	prefixOf   int64
+	prefixN    int
+	prefixText []byte
 }
 
 // MarshalJSON encodes the event as its history line (without the newline).

@@ -112,6 +112,11 @@ type Builder struct {
 	// are prefixes of it share its array (see share). shared lists those reads.
 	logs   map[LogID][]Record
 	shared []sharedRead
+	// sharedBits marks the reads (by index in h.reads) that share their log's array.
+	sharedBits []uint64
+	// prefixes counts the reads that repeated an earlier read (see decoder.extend): taken in
+	// place, put together from the earlier read's records, and decoded from their text.
+	prefixes struct{ inPlace, copied, decoded int }
 	// names caches h.name by the address of a name's bytes (see name).
 	names [1 << 12]nameSlot // 64 - 52 bits of a hash
 }
@@ -352,6 +357,22 @@ func (b *Builder) complete(e *Event) error {
 		}
 	} else if e.Type == TypeOK {
 		res := &e.Result
+		// from is the read whose records this one's first e.prefixN extend in place (-1:
+		// none); otherwise the records are put together whole here.
+		from := -1
+		if e.prefixN > 0 {
+			if from = b.extendable(e, r, kind); from >= 0 {
+				b.prefixes.inPlace++
+			} else {
+				full, err := b.prefixRecords(e)
+				if err != nil {
+					return fmt.Errorf("op %d: %w", e.ID, err)
+				}
+				copied := *res
+				copied.Records = full
+				res = &copied
+			}
+		}
 		if err := checkResult(kind, res); err != nil {
 			return fmt.Errorf("op %d: %w", e.ID, err)
 		}
@@ -376,6 +397,10 @@ func (b *Builder) complete(e *Event) error {
 			r.tok, r.flags = *res.Token, r.flags|flagResultToken
 		}
 		switch {
+		case from >= 0:
+			k := len(b.h.reads)
+			r.aux, r.flags = int64(k), r.flags|flagRecords
+			b.h.reads = append(b.h.reads, b.shareFrom(k, b.h.log(r), e.prefixN, res.Records))
 		case res.Records != nil && kind.IsRead():
 			k := len(b.h.reads)
 			r.aux, r.flags = int64(k), r.flags|flagRecords
@@ -408,29 +433,101 @@ func (b *Builder) share(read int, log LogID, recs []Record) []Record {
 		}
 		return []Record{}
 	}
+	return b.shareFrom(read, log, 0, recs)
+}
+
+// shareFrom is share for a read whose first n records are the first n of log's shared
+// array (they are a shared read's of the same log: see extendable), followed by tail.
+func (b *Builder) shareFrom(read int, log LogID, n int, tail []Record) []Record {
 	canon := b.logs[log]
-	n := min(len(recs), len(canon))
-	for i := range n {
-		if recs[i] != canon[i] {
-			return slices.Clone(recs) // not a prefix of what the others read: keep its own
+	total := n + len(tail)
+	for i := n; i < min(total, len(canon)); i++ {
+		if tail[i-n] != canon[i] {
+			// Not a prefix of what the others read: keep its own.
+			own := make([]Record, total)
+			copy(own, canon[:n])
+			copy(own[n:], tail)
+			return own
 		}
 	}
-	if len(recs) > len(canon) {
+	recs := tail // the records past canon's end are tail's
+	if total > len(canon) {
 		if len(recs) > cap(canon) {
 			// Double. A log's reads come at a steady rate, each a little longer than the
 			// last, so growing by less copies the log at nearly every read: on the
 			// 1M-operation benchmark history growing by an eighth allocated 110 MB for
 			// arrays that finally held 46, doubling 90 MB for 57 (the slack of each log's
 			// last array stays). The arrays left behind become garbage (see History).
-			grown := make([]Record, len(canon), max(len(recs), 2*cap(canon)))
+			grown := make([]Record, len(canon), max(total, 2*cap(canon)))
 			copy(grown, canon)
 			canon = grown
 		}
-		canon = append(canon, recs[len(canon):]...)
+		canon = append(canon, recs[len(canon)-n:]...)
 		b.logs[log] = canon
 	}
 	b.shared = append(b.shared, sharedRead{read, log})
-	return canon[:len(recs):len(recs)]
+	if read/64 >= len(b.sharedBits) {
+		b.sharedBits = append(b.sharedBits, make([]uint64, read/64+1-len(b.sharedBits))...)
+	}
+	b.sharedBits[read/64] |= 1 << (read % 64)
+	return canon[:total:total]
+}
+
+// extendable returns the index in History.reads of the read whose records e's first
+// e.prefixN are (see decoder.extend) when op r, of kind, can take them in place: r is a read
+// whose result the Builder keeps in the compact record, and that read shares the array of
+// r's log, so its records are the log's first ones. It returns -1 otherwise.
+func (b *Builder) extendable(e *Event, r *rec, kind Kind) int {
+	res := &e.Result
+	if !kind.IsRead() || res.Offset != nil || res.Token != nil && r.tok != NoToken {
+		return -1 // kept whole, or its records dropped: see complete
+	}
+	i, ok := b.lookup(e.prefixOf)
+	if !ok {
+		return -1
+	}
+	from := &b.h.ops[i]
+	if from.flags&flagRecords == 0 || from.flags&flagOdd != 0 {
+		return -1
+	}
+	k := int(from.aux)
+	if k/64 >= len(b.sharedBits) || b.sharedBits[k/64]&(1<<(k%64)) == 0 ||
+		len(b.h.reads[k]) < e.prefixN || b.h.log(from) != b.h.log(r) {
+		return -1
+	}
+	return k
+}
+
+// prefixRecords returns e's records whole: the first e.prefixN taken from the read they
+// repeat, or decoded from their text when that read's records are not at hand (it was not a
+// read, say, so its records were dropped), then the rest.
+func (b *Builder) prefixRecords(e *Event) ([]Record, error) {
+	var head []Record
+	if i, ok := b.lookup(e.prefixOf); ok {
+		switch r := &b.h.ops[i]; {
+		case r.flags&flagOdd != 0:
+			head = b.h.odd[i].Result.Records
+		case r.flags&flagRecords != 0:
+			head = b.h.reads[r.aux]
+		}
+	}
+	if len(head) >= e.prefixN {
+		head = head[:e.prefixN]
+		b.prefixes.copied++
+	} else {
+		b.prefixes.decoded++
+		var d decoder
+		l := lexer{b: append(append([]byte{'['}, e.prefixText...), ']')}
+		head = nil
+		err := l.array(func() error {
+			head = append(head, Record{Token: NoToken})
+			return d.record(&l, &head[len(head)-1])
+		})
+		if err != nil || len(head) != e.prefixN {
+			return nil, fmt.Errorf("the records a read repeats do not decode (%v): %w", err, ErrMalformed)
+		}
+	}
+	return append(append(make([]Record, 0, len(head)+len(e.Result.Records)), head...), e.Result.Records...), nil
 }
 
 // checkResult verifies that an ok result carries what its kind promises.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fencecheck/fencecheck/checker/checkertest"
 	"github.com/fencecheck/fencecheck/checker/history"
+	"github.com/fencecheck/fencecheck/internal/testenv"
 )
 
 func generated(t testing.TB, seed uint64) *history.History {
@@ -602,6 +603,12 @@ func TestReadsOfALogShareTheirRecords(t *testing.T) {
 // so appending must not allocate once the writer is warm (the type's name was copied into a
 // new []byte per event).
 func TestAppendAllocatesNothing(t *testing.T) {
+	if testenv.Race {
+		// The race detector's sync.Pool drops a random share of what is put back (to find
+		// code that relies on getting it again), so the writer's buffer is sometimes
+		// allocated anew: the test failed about half its runs under -race.
+		t.Skip("allocations are not measurable under the race detector")
+	}
 	w := history.NewWriter(io.Discard, history.WriterOptions{})
 	tok := history.Token{ProducerID: 12345, Epoch: 7}
 	invoke := history.Event{Type: history.TypeInvoke, ID: 41, Time: 1_000_000, Client: 3, Process: "p1",

@@ -284,6 +284,47 @@ func (h *History) Load(i int, op *Op) {
 	}
 }
 
+// Brief is what a pass over every operation reads of most of them, without the strings an
+// Op carries: the checker's index makes three such passes over a million operations, and
+// loading each operation's names, write id and failure texts was most of their time.
+type Brief struct {
+	Invoke, Return int64 // Return is Never while pending
+	// Token is a write's Args.Token, or another kind's Result.Token (NoToken when nil).
+	Token Token
+	// Process, Member and Role number the operation's names: two operations name the same
+	// process (member, role) exactly when the numbers are equal, and Name gives the name
+	// back; 0 is "".
+	Process, Member, Role uint32
+	Kind                  Kind
+	Type                  EventType // as Op.Type
+	Pending, Held         bool
+	Error                 string // the error class (Op.Error)
+}
+
+// LoadBrief sets *b to operation i's brief and returns true, or returns false, leaving *b as
+// it was, for an operation kept whole (one only a test builds), which Load must read.
+func (h *History) LoadBrief(i int, b *Brief) bool {
+	r := &h.ops[i]
+	if r.flags&flagOdd != 0 {
+		return false
+	}
+	b.Invoke, b.Return, b.Type, b.Kind = r.invoke, r.ret, r.typ, opKinds[r.kind]
+	b.Process, b.Member, b.Role = r.process, r.member, r.role
+	b.Pending, b.Held = r.flags&flagPending != 0, r.flags&flagHeld != 0
+	b.Token = NoToken
+	if writeKinds[r.kind] == (r.flags&flagResultToken == 0) {
+		b.Token = r.tok // a write's Args.Token, or another kind's Result.Token
+	}
+	b.Error = ""
+	if r.fail > 0 {
+		b.Error = h.fails[r.fail-1].err
+	}
+	return true
+}
+
+// Name returns the name a Brief numbers n.
+func (h *History) Name(n uint32) string { return h.strs[n] }
+
 // Pending returns the number of operations that never completed.
 func (h *History) Pending() int {
 	n := 0

@@ -109,6 +109,9 @@ type chunk struct {
 	done      chan struct{}
 }
 
+// readHook, when set (by tests), sees the Builder of every read that succeeds.
+var readHook func(*Builder)
+
 func read(r io.Reader, hint, longest int) (*History, error) {
 	defer pauseGC()()
 	workers := max(1, min(runtime.GOMAXPROCS(0), 4))
@@ -147,7 +150,7 @@ func read(r io.Reader, hint, longest int) (*History, error) {
 	}()
 	for range workers {
 		go func() {
-			d := decoder{intern: make(map[string]string, 256), strs: new([1 << 12]string)}
+			d := decoder{intern: make(map[string]string, 256), strs: new([1 << 12]string), repeats: true}
 			for c := range work {
 				d.decodeChunk(c)
 				close(c.done)
@@ -179,6 +182,9 @@ func read(r io.Reader, hint, longest int) (*History, error) {
 	}
 	if !b.sawHeader {
 		return nil, fmt.Errorf("no header line: %w", ErrMalformed)
+	}
+	if readHook != nil {
+		readHook(b)
 	}
 	return b.History(), nil
 }
