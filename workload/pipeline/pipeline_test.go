@@ -35,6 +35,12 @@ func run(t *testing.T, cfg pipeline.Config, d time.Duration) (*history.History, 
 // runWith is run, calling beforeFinal (when not nil) between the run and the final reads.
 func runWith(t *testing.T, cfg pipeline.Config, d time.Duration, beforeFinal func(context.Context, *embedded.Cluster, *pipeline.Workload, history.Meta)) (*history.History, pipeline.Stats) {
 	t.Helper()
+	return runOpts(t, cfg, pipeline.Options{}, d, beforeFinal)
+}
+
+// runOpts is runWith with the workload's options (its seed and logger are the test's).
+func runOpts(t *testing.T, cfg pipeline.Config, opts pipeline.Options, d time.Duration, beforeFinal func(context.Context, *embedded.Cluster, *pipeline.Workload, history.Meta)) (*history.History, pipeline.Stats) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d+3*time.Minute)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -48,7 +54,8 @@ func runWith(t *testing.T, cfg pipeline.Config, d time.Duration, beforeFinal fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	wl, err := pipeline.New(ctx, cfg, c, w, pipeline.Options{Seed: 1, Logger: log})
+	opts.Seed, opts.Logger = 1, log
+	wl, err := pipeline.New(ctx, cfg, c, w, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,44 +426,9 @@ func TestNewWaitsForTheGroupCoordinator(t *testing.T) {
 // final reads record that nothing is committed, so the run is judged (inconclusive: nothing
 // copied), not left unknown by a failed read.
 func TestFinalReadsOfAGroupThatNeverCommitted(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := embedded.New(ctx, embedded.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	path := filepath.Join(t.TempDir(), "history.jsonl")
-	w, err := history.Open(path, history.WriterOptions{FlushInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	idle := func(context.Context, pipe.Config) (pipe.Member, error) { return idleMember{}, nil }
-	wl, err := pipeline.New(ctx, pipeline.Config{Member: "plain", Processes: 1, Members: 1, Partitions: 2}, c, w,
-		pipeline.Options{Seed: 1, Logger: log, NewMember: idle, Member: "idle"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wl.Close()
-	meta := history.Meta{Scenario: "test", Seed: 1}
-	wl.Meta(&meta)
-	if err := w.WriteHeader(meta); err != nil {
-		t.Fatal(err)
-	}
-	if err := wl.Run(ctx, 500*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if err := wl.FinalReads(ctx); err != nil {
-		t.Fatalf("final reads of a group that never committed: %v", err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	h, err := history.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, _ := runOpts(t, pipeline.Config{Member: "plain", Processes: 1, Members: 1, Partitions: 2},
+		pipeline.Options{NewMember: idle, Member: "idle"}, 500*time.Millisecond, nil)
 	found := false
 	for _, op := range h.All() {
 		if op.Kind == history.KindFinalOffsets {
