@@ -97,24 +97,7 @@ func TestFreezeWindowIsWhatHappened(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		})
-		done := make(chan error, 1)
-		go func() { done <- f.n.Run(ctx, script(t, "at 200ms freeze holder of role-1 for 1500ms")) }()
-		// The run ends once the nemesis has closed the window, whenever a loaded machine gets
-		// there (30 s guard).
-		for guard := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if ws := f.rec.windows(t); len(ws) == 1 && ws[0].End != history.Never {
-				break
-			}
-			if time.Now().After(guard) {
-				t.Fatal("the freeze's window was not closed within 30 s")
-			}
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		wg.Wait()
-		ws := f.rec.windows(t)
+		ws := runOneWindow(t, f, ctx, cancel, &wg, "at 200ms freeze holder of role-1 for 1500ms")
 		if len(ws) != 1 {
 			t.Fatalf("windows %+v, want one", ws)
 		}
@@ -182,22 +165,7 @@ func TestLateFreezeLastsItsTime(t *testing.T) {
 		}
 		z.pausePoint()
 	})
-	done := make(chan error, 1)
-	go func() { done <- f.n.Run(ctx, script(t, "at 100ms freeze holder of role-1 for 1000ms")) }()
-	for guard := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ws := f.rec.windows(t); len(ws) == 1 && ws[0].End != history.Never {
-			break
-		}
-		if time.Now().After(guard) {
-			t.Fatal("the freeze's window was not closed within 30 s")
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	ws := f.rec.windows(t)
+	ws := runOneWindow(t, f, ctx, cancel, &wg, "at 100ms freeze holder of role-1 for 1000ms")
 	if len(ws) != 1 || !ws[0].TookHold {
 		t.Fatalf("windows %+v, want one that took hold", ws)
 	}
@@ -219,4 +187,27 @@ func TestScriptedWindowsNameTheirSteps(t *testing.T) {
 	if len(ws) != 2 || ws[0].Kind != "partition" || ws[0].Step != 2 || ws[1].Kind != "latency" || ws[1].Step != 1 {
 		t.Fatalf("windows %+v: want partition as step 2, then latency as step 1", ws)
 	}
+}
+
+// runOneWindow runs f's nemesis on the one-line script line until its window is closed,
+// whenever a loaded machine gets there (30 s guard), then stops it (cancel), waits for the
+// test's member goroutines (wg) and returns the windows recorded.
+func runOneWindow(t *testing.T, f *fixture, ctx context.Context, cancel context.CancelFunc, wg *sync.WaitGroup, line string) []history.Fault {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f.n.Run(ctx, script(t, line)) }()
+	for guard := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ws := f.rec.windows(t); len(ws) == 1 && ws[0].End != history.Never {
+			break
+		}
+		if time.Now().After(guard) {
+			t.Fatal("the freeze's window was not closed within 30 s")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	return f.rec.windows(t)
 }
