@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/fencecheck/fencecheck/checker/history"
-	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/pipeline"
 )
 
@@ -90,22 +89,7 @@ func (m *member) recordTxn(t *pipeline.ObservedTxn) {
 	ended := max(began, int64(t.Ended.Sub(wl.start)))
 	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: began, Process: m.process, Member: m.name, Kind: history.KindTxn,
 		Args: history.Args{Pipe: args}})
-	e := history.Event{ID: op, Time: ended}
-	res := t.Result
-	switch res.Outcome {
-	case transport.OK:
-		wl.stats.committed.Add(1)
-		wl.stats.copied.Add(int64(len(t.Inputs)))
-		tok := history.Token{ProducerID: res.Token.ProducerID, Epoch: res.Token.Epoch}
-		e.Type, e.Result = history.TypeOK, history.Result{Pipe: &history.PipeResult{Token: &tok}}
-	case transport.Fail:
-		wl.stats.failed.Add(1)
-		e.Type, e.Error, e.Message = history.TypeFail, errorClass(res.Err), errText(res.Err)
-	default:
-		wl.stats.unknown.Add(1)
-		e.Type, e.Error, e.Message = history.TypeInfo, errorClass(res.Err), errText(res.Err)
-	}
-	wl.append(e)
+	wl.completeTxn(history.Event{ID: op, Time: ended}, t.Result, len(t.Inputs), nil)
 }
 
 // obsKey names a self-driven member's transaction: its ref and number.

@@ -754,22 +754,9 @@ func (m *member) transact(ctx context.Context, mb pipeline.Member, b pipeline.Ba
 	m.offsetsAt.Store(0)
 	m.txnVersion.Store(0)
 	res := mb.Transact(context.WithoutCancel(ctx), b, outs)
-	e := history.Event{ID: op, Time: wl.now()}
-	switch res.Outcome {
-	case transport.OK:
-		wl.stats.committed.Add(1)
-		wl.stats.copied.Add(int64(len(b.Records)))
-		tok := history.Token{ProducerID: res.Token.ProducerID, Epoch: res.Token.Epoch}
-		e.Type, e.Result = history.TypeOK, history.Result{Pipe: &history.PipeResult{Token: &tok, OffsetsAt: m.offsetsAt.Load(),
-			TxnVersion: int(m.txnVersion.Load())}}
-	case transport.Fail:
-		wl.stats.failed.Add(1)
-		e.Type, e.Error, e.Message = history.TypeFail, errorClass(res.Err), errText(res.Err)
-	default:
-		wl.stats.unknown.Add(1)
-		e.Type, e.Error, e.Message = history.TypeInfo, errorClass(res.Err), errText(res.Err)
-	}
-	wl.append(e)
+	wl.completeTxn(history.Event{ID: op, Time: wl.now()}, res, len(b.Records), func(r *history.PipeResult) {
+		r.OffsetsAt, r.TxnVersion = m.offsetsAt.Load(), int(m.txnVersion.Load())
+	})
 	if res.Outcome != transport.OK && wl.cfg.Stateful {
 		// The aggregates went on with the batch; what was committed is what counts.
 		for _, r := range b.Records {
@@ -843,4 +830,28 @@ func (wl *Workload) Close() {
 	if wl.aborter != nil {
 		wl.aborter.Close()
 	}
+}
+
+// completeTxn records e, the completion of a txn operation, from the member's result: ok with
+// its token (and what withResult, when not nil, adds) when it committed, counting the copied input records;
+// fail or info (unknown) with the error's class otherwise.
+func (wl *Workload) completeTxn(e history.Event, res pipeline.Result, copied int, withResult func(*history.PipeResult)) {
+	switch res.Outcome {
+	case transport.OK:
+		wl.stats.committed.Add(1)
+		wl.stats.copied.Add(int64(copied))
+		tok := history.Token{ProducerID: res.Token.ProducerID, Epoch: res.Token.Epoch}
+		r := &history.PipeResult{Token: &tok}
+		if withResult != nil {
+			withResult(r)
+		}
+		e.Type, e.Result = history.TypeOK, history.Result{Pipe: r}
+	case transport.Fail:
+		wl.stats.failed.Add(1)
+		e.Type, e.Error, e.Message = history.TypeFail, errorClass(res.Err), errText(res.Err)
+	default:
+		wl.stats.unknown.Add(1)
+		e.Type, e.Error, e.Message = history.TypeInfo, errorClass(res.Err), errText(res.Err)
+	}
+	wl.append(e)
 }
