@@ -240,14 +240,7 @@ func containsWord(s, w string) bool {
 // schedule), and the run takes them over rather than starting others; a member New started
 // that no run took is closed by Close.
 func TestMembersStartBeforeTheRun(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := embedded.New(ctx, embedded.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	ctx, log, c := newCluster(t)
 	var started, closed atomic.Int64
 	newMember := func(ctx context.Context, cfg pipe.Config) (pipe.Member, error) {
 		m, err := pipe.New(ctx, pipe.KindPlain, cfg)
@@ -308,14 +301,7 @@ func TestRestartTimesAMemberFromItsStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a pipeline for 6 s")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := embedded.New(ctx, embedded.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	ctx, log, c := newCluster(t)
 	var mu sync.Mutex
 	var polls []*atomic.Int64 // per member started, its polls
 	newMember := func(ctx context.Context, cfg pipe.Config) (pipe.Member, error) {
@@ -463,14 +449,7 @@ func (idleMember) Close() {}
 // assigned some, so that a scenario's first step finds the owner it will keep. Here the first
 // member is given both partitions at 100 ms, and the second takes partition 1 at 300 ms.
 func TestStartMembersWaitsForSelfDrivenOwners(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := embedded.New(ctx, embedded.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	ctx, log, c := newCluster(t)
 	w, err := history.Open(filepath.Join(t.TempDir(), "history.jsonl"), history.WriterOptions{FlushInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -519,3 +498,18 @@ func (selfDrivenMember) Observe(ctx context.Context) pipe.Observation {
 }
 
 func (selfDrivenMember) Stop() pipe.Observation { return pipe.Observation{} }
+
+// newCluster starts a kfake cluster for one test, closed when it ends, and returns it with a
+// context of a minute and a logger of the test's warnings.
+func newCluster(t *testing.T) (context.Context, *slog.Logger, *embedded.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := embedded.New(ctx, embedded.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return ctx, log, c
+}
