@@ -39,19 +39,8 @@ func TestRealRunsFeedback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Runs) != 2 || res.Stopped != StoppedRuns {
-		t.Fatalf("%d runs, stopped %q: want 2, stopped by --runs", len(res.Runs), res.Stopped)
-	}
-	first := res.Runs[0]
-	if !first.Kept || first.Verdict != string(checker.VerdictValid) {
-		t.Errorf("the run without faults: kept %v, verdict %s: want kept, valid", first.Kept, first.Verdict)
-	}
-	for _, want := range []string{"answer endtxn NONE", "answer initproducerid NONE", "op acquire ok", "op work ok",
-		"promise handoff kept", "check fenced-stale-write valid"} {
-		if !slices.Contains(first.New, want) {
-			t.Errorf("the first run's tuples lack %q: %v", want, first.New)
-		}
-	}
+	first := firstOfTwo(t, res, "answer endtxn NONE", "answer initproducerid NONE", "op acquire ok", "op work ok",
+		"promise handoff kept", "check fenced-stale-write valid")
 	if !slices.ContainsFunc(first.New, func(s string) bool { return strings.HasPrefix(s, "promise zombie-fenced") }) {
 		t.Errorf("the first run's tuples judge no zombie-fenced promise, which steady does not make: %v", first.New)
 	}
@@ -86,19 +75,8 @@ func TestRealPipelineRunsFeedback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Runs) != 2 || res.Stopped != StoppedRuns {
-		t.Fatalf("%d runs, stopped %q: want 2, stopped by --runs", len(res.Runs), res.Stopped)
-	}
-	first := res.Runs[0]
-	if !first.Kept || first.Verdict != string(checker.VerdictValid) {
-		t.Errorf("the run without faults: kept %v, verdict %s: want kept, valid", first.Kept, first.Verdict)
-	}
-	for _, want := range []string{"answer txnoffsetcommit NONE", "answer addoffsetstotxn NONE", "answer joingroup NONE",
-		"op txn ok", "check eos-no-duplicate valid", "promise final-read kept"} {
-		if !slices.Contains(first.New, want) {
-			t.Errorf("the first run's tuples lack %q: %v", want, first.New)
-		}
-	}
+	firstOfTwo(t, res, "answer txnoffsetcommit NONE", "answer addoffsetstotxn NONE", "answer joingroup NONE",
+		"op txn ok", "check eos-no-duplicate valid", "promise final-read kept")
 	second := res.Runs[1]
 	if len(second.Schedule) == 0 {
 		t.Fatal("the second run had no faults")
@@ -147,4 +125,23 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// firstOfTwo checks that a search stopped by --runs after two runs, the first of which (no
+// faults) was kept, valid, and reached each tuple of want; it returns that first run.
+func firstOfTwo(t *testing.T, res *Result, want ...string) RunRecord {
+	t.Helper()
+	if len(res.Runs) != 2 || res.Stopped != StoppedRuns {
+		t.Fatalf("%d runs, stopped %q: want 2, stopped by --runs", len(res.Runs), res.Stopped)
+	}
+	first := res.Runs[0]
+	if !first.Kept || first.Verdict != string(checker.VerdictValid) {
+		t.Errorf("the run without faults: kept %v, verdict %s: want kept, valid", first.Kept, first.Verdict)
+	}
+	for _, w := range want {
+		if !slices.Contains(first.New, w) {
+			t.Errorf("the first run's tuples lack %q: %v", w, first.New)
+		}
+	}
+	return first
 }
