@@ -38,16 +38,7 @@ func TestReadsThatRepeatAReadAgreeWithTheLexer(t *testing.T) {
 			cfg.WorkRecords = 3
 		}
 		data := encode(t, checkertest.Generate(cfg, rand.New(rand.NewPCG(seed, 11))))
-		got, counts, err := history.ReadCounting(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := history.ReadLex(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sameOps(t, got, want)
-		inPlace += counts.InPlace
+		inPlace += readAgreesWithLexer(t, data).InPlace
 	}
 	if inPlace == 0 {
 		t.Fatal("no read repeated an earlier one: the test tests nothing")
@@ -144,19 +135,27 @@ func TestReadsThatRepeatAnOddReadAgreeWithTheLexer(t *testing.T) {
 			if len(data) >= 256<<10 {
 				t.Fatalf("%d bytes: more than one chunk", len(data))
 			}
-			got, counts, err := history.ReadCounting(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := history.ReadLex(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sameOps(t, got, want)
+			counts := readAgreesWithLexer(t, data)
 			if tc.count(counts) == 0 {
 				t.Fatalf("the planted read was not repeated: %+v", counts)
 			}
 			t.Log(fmt.Sprintf("%+v", counts))
 		})
 	}
+}
+
+// readAgreesWithLexer reads data as Read does and line by line, fails the test unless every
+// operation agrees, and returns the counts of the reads that repeated an earlier one.
+func readAgreesWithLexer(t *testing.T, data []byte) history.PrefixCounts {
+	t.Helper()
+	got, counts, err := history.ReadCounting(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := history.ReadLex(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameOps(t, got, want)
+	return counts
 }
