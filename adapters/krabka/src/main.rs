@@ -13,7 +13,6 @@
 
 mod adapter;
 mod errors;
-mod member;
 mod protocol;
 
 use std::sync::Arc;
@@ -97,7 +96,7 @@ async fn serve() {
             }
         };
         match req.op.as_str() {
-            "hello" | "start" | "member_start" => {
+            "hello" | "start" => {
                 // In order, before anything else.
                 let r = adapter.handle(&req).await;
                 log_failure(&req, &r);
