@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecheck/fencecheck/cluster"
 	"github.com/fencecheck/fencecheck/cluster/local"
 	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/internal/testenv"
@@ -19,14 +20,26 @@ import (
 // pinned by the client, and on a one-node cluster formatted with transaction.version 1 (there
 // also through every adapter, long tests; see TestAdapterConformance for every adapter on TV2).
 func TestTransportConformance(t *testing.T) {
-	c := sharedCluster(t)
-	dial := processLinks(t, c, 90)
-	bootstrap := strings.Join(c.Bootstrap(), ",")
+	// The shared cluster is started by the first subtest that needs it, so that -run of the TV1
+	// cluster's subtests alone starts only the one-node TV1 cluster.
+	var (
+		bootstrap string
+		dial      cluster.DialFunc
+	)
+	shared := func(t *testing.T) (string, cluster.DialFunc) {
+		if dial == nil {
+			c := sharedCluster(t)
+			bootstrap, dial = strings.Join(c.Bootstrap(), ","), processLinks(t, c, 90)
+		}
+		return bootstrap, dial
+	}
 	t.Run("TV2 cluster", func(t *testing.T) {
+		bootstrap, dial := shared(t)
 		transporttest.Run(t, transporttest.Env{Bootstrap: bootstrap, Dial: dial, TransactionVersion: 2,
 			PinTransactionVersion: true, New: transporttest.Start})
 	})
 	t.Run("TV1 pinned by the client on a TV2 cluster", func(t *testing.T) {
+		bootstrap, dial := shared(t)
 		transporttest.Run(t, transporttest.Env{Bootstrap: bootstrap, Dial: dial, TransactionVersion: 1,
 			PinTransactionVersion: true, New: transporttest.Start})
 	})
