@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -522,6 +523,38 @@ func TestWorkflowMatrixRunners(t *testing.T) {
 		if !strings.Contains(runs, want) {
 			t.Errorf("the matrix workflow (%s runners) does not run %q", n, want)
 		}
+	}
+}
+
+// TestWorkflowMatrixBuildsItsAdapters: every adapter a column of the matrix runs through is
+// built by the matrix workflow: by make adapters (the ones make test builds too), or by its own
+// make target (an optional one, such as krabka's long Rust build). Without it, that column's
+// every cell fails "not built" each week.
+func TestWorkflowMatrixBuildsItsAdapters(t *testing.T) {
+	_, runs := readWorkflow(t, "matrix.yml")
+	f, err := Find("matrix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, s := range f.Systems {
+		argv := strings.Fields(strings.TrimPrefix(s.Transport, "exec:"))
+		if !strings.HasPrefix(s.Transport, "exec:") || len(argv) == 0 {
+			continue
+		}
+		c, ok := adapters.ByProgram(argv[0])
+		if !ok || seen[c.Name] {
+			continue
+		}
+		seen[c.Name] = true
+		own := regexp.MustCompile(`make [^\n]*\b` + regexp.QuoteMeta(c.Make()) + `\b`).MatchString(runs)
+		all := !c.Optional && regexp.MustCompile(`make [^\n]*\badapters\b`).MatchString(runs)
+		if !own && !all {
+			t.Errorf("system %s runs the %s adapter, which the matrix workflow never builds (make %s)", s.Name, c.Name, c.Make())
+		}
+	}
+	if len(seen) == 0 {
+		t.Fatal("the matrix has no adapter column")
 	}
 }
 

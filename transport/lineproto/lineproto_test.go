@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencecheck/fencecheck/internal/adapters"
 	"github.com/fencecheck/fencecheck/internal/testenv"
@@ -435,23 +437,71 @@ func TestAdapterConformance(t *testing.T) {
 			}
 			// One adapter at a time: a JVM per transport and the suite's timing bounds do not
 			// share two cores with make test's Kafka lane well.
-			argv := testenv.Adapter(t, client.Name)
-			tv, pin := client.Speaks(2)
-			var links countingDial
-			transporttest.Run(t, transporttest.Env{Bootstrap: newKfake(t), Dial: links.dial, TransactionVersion: tv,
-				PinTransactionVersion: pin,
-				New: func(ctx context.Context, cfg transport.Config) (transporttest.Transport, error) {
-					tr, err := lineproto.Start(ctx, argv, cfg)
-					if err != nil {
-						return nil, err
-					}
-					return tr, nil
-				}})
-			if links.n.Load() == 0 {
-				t.Fatal("no connection went through the links")
-			}
+			adapterSuite(t, client, newKfake(t), 2)
 		})
 	}
+}
+
+// TestAdapterConformanceTV1Cluster runs the conformance suite on each adapter of adapters/ on a
+// kfake whose transaction.version is finalized at 1, as the embedded backend's TV1 clusters
+// are (the matrix's kfake-tv1 column): a client that follows the cluster (kafka-clients,
+// krabka) then speaks TV1, and the TV1 clients meet the cluster they were written for. A long
+// test: make test runs every adapter on a TV2 kfake (TestAdapterConformance), whose wire is
+// the same for the clients that speak TV1 anyway.
+func TestAdapterConformanceTV1Cluster(t *testing.T) {
+	testenv.Long(t)
+	for _, client := range adapters.Clients {
+		t.Run(client.Name, func(t *testing.T) {
+			if testenv.Race {
+				t.Skip("under -race: TestAdapterConformance covers the protocol's race-checked side")
+			}
+			adapterSuite(t, client, newKfakeTV1(t), 1)
+		})
+	}
+}
+
+// adapterSuite runs the conformance suite on client's adapter against the cluster at bootstrap,
+// whose finalized transaction.version is clusterTV, through one process's links: the client is
+// held to the version it speaks there, and every connection must cross the links.
+func adapterSuite(t *testing.T, client adapters.Client, bootstrap string, clusterTV int) {
+	t.Helper()
+	argv := testenv.Adapter(t, client.Name)
+	tv, pin := client.Speaks(clusterTV)
+	var links countingDial
+	transporttest.Run(t, transporttest.Env{Bootstrap: bootstrap, Dial: links.dial, TransactionVersion: tv,
+		PinTransactionVersion: pin,
+		New: func(ctx context.Context, cfg transport.Config) (transporttest.Transport, error) {
+			tr, err := lineproto.Start(ctx, argv, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return tr, nil
+		}})
+	if links.n.Load() == 0 {
+		t.Fatal("no connection went through the links")
+	}
+}
+
+// newKfakeTV1 starts a 3-broker kfake whose transaction.version is finalized at 1
+// (UpdateFeatures, as cluster/embedded does for TxnVersion 1) and returns its bootstrap list.
+func newKfakeTV1(t testing.TB) string {
+	t.Helper()
+	bootstrap := newKfake(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(cl).UpdateFeatures(ctx, false, kadm.FeatureUpdate{Feature: "transaction.version", MaxVersionLevel: 1, UpgradeType: 2})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("finalize transaction.version 1 on kfake: %v", err)
+	}
+	return bootstrap
 }
 
 // TestPipelineConformanceThroughTheProtocol runs the pipeline conformance suite on
