@@ -456,19 +456,8 @@ class Adapter:
         - init_transactions and commit_transaction take the call's remaining time as their own
           timeout (librdkafka's default would be transaction.timeout.ms, or twice it for init).
         """
-        bound = min(self.rt_ms, self.lease_ms)
-        conf = dict(self.common)
-        conf.update({
-            "transactional.id": self.topic + "/" + role,
-            "transaction.timeout.ms": self.lease_ms,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 0,
-            "socket.timeout.ms": max(10, bound),
-            "message.timeout.ms": bound,
-            "request.timeout.ms": bound,
-        })
-        return conf
+        return member.transactional_conf(self.common, self.topic + "/" + role, self.lease_ms,
+                                         min(self.rt_ms, self.lease_ms))
 
     # -- acquire --
 

@@ -49,6 +49,25 @@ def group_identity(md):
     return member, gen
 
 
+
+def transactional_conf(base, txn_id, txn_timeout_ms, bound_ms):
+    """A transactional producer's configuration: base (the connection's settings) with the
+    transactional id, its transaction timeout, idempotence, and the socket, message and request
+    timeouts at bound_ms, which must not exceed the transaction timeout (librdkafka refuses a
+    socket or message timeout above it). Shared by the pipeline member and the lease adapter."""
+    conf = dict(base)
+    conf.update({
+        "transactional.id": txn_id,
+        "transaction.timeout.ms": txn_timeout_ms,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 0,
+        "socket.timeout.ms": max(10, bound_ms),
+        "message.timeout.ms": bound_ms,
+        "request.timeout.ms": bound_ms,
+    })
+    return conf
+
 class Member:
     """A pipeline member. lib is the adapter module (errors, logging, the common settings)."""
 
@@ -117,20 +136,8 @@ class Member:
                 cc["max.poll.interval.ms"] = max(rebalance, session)
         elif rebalance > 0:
             cc["max.poll.interval.ms"] = rebalance
-        bound = min(rt, txn_timeout)
-        pc = dict(base)
-        pc.update({
-            "transactional.id": c["transactional_id"],
-            "transaction.timeout.ms": txn_timeout,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 0,
-            # librdkafka refuses a socket or message timeout above the transaction timeout (the
-            # lease adapter's txn_conf says why these).
-            "socket.timeout.ms": max(10, bound),
-            "message.timeout.ms": bound,
-            "request.timeout.ms": bound,
-        })
+        # The lease adapter's txn_conf says why these timeouts.
+        pc = transactional_conf(base, c["transactional_id"], txn_timeout, min(rt, txn_timeout))
         try:
             self.consumer = Consumer(cc)
         except KafkaException as e:
