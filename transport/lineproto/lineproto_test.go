@@ -2,6 +2,7 @@ package lineproto_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -518,6 +520,9 @@ func TestPipelineConformanceThroughTheProtocol(t *testing.T) {
 	}
 	defer c.Close()
 	start := func(ctx context.Context, kind string, cfg pipeline.Config) (pipeline.Member, error) {
+		if name := os.Getenv(failStartEnv); name != "" && strings.HasSuffix(cfg.TransactionalID, "/"+name) {
+			return nil, errors.New("this start fails on purpose")
+		}
 		m, err := lineproto.StartMember(ctx, []string{"env", adapterEnv + "=pipeline", memberKindEnv + "=" + kind, self}, cfg)
 		if err != nil {
 			return nil, err
@@ -535,6 +540,37 @@ func TestPipelineConformanceThroughTheProtocol(t *testing.T) {
 				pipelinetest.Run(t, pipelinetest.Env{Bootstrap: c.ListenAddrs()[0], Kind: kind, Protocol: protocol, New: start})
 			})
 		}
+	}
+}
+
+// failStartEnv names a member whose start TestPipelineConformanceThroughTheProtocol fails, in
+// TestSuiteFailsWithoutHanging's child test process.
+const failStartEnv = "FENCECHECK_PIPELINE_FAIL_START"
+
+// TestSuiteFailsWithoutHanging fails a member's start in the middle of the stable-fetch test,
+// while another member (an adapter process) is held paused at its commit with its links cut,
+// in a child test process: the test must fail at once, naming the member, and not wait for go
+// test's timeout with the paused member never let go.
+func TestSuiteFailsWithoutHanging(t *testing.T) {
+	if os.Getenv(failStartEnv) != "" || os.Getenv(adapterEnv) != "" {
+		t.Skip("the child runs the suite only")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := "TestPipelineConformanceThroughTheProtocol/" + pipeline.KindPlain + "/" + pipeline.ProtocolClassic + "/stable_fetch"
+	cmd := exec.Command(self, "-test.run", "^TestPipelineConformanceThroughTheProtocol$/^"+pipeline.KindPlain+"/"+pipeline.ProtocolClassic+"$/^stable_fetch_-_",
+		"-test.v", "-test.count=1", "-test.timeout=3m")
+	cmd.Env = append(os.Environ(), failStartEnv+"=b")
+	out, err := cmd.CombinedOutput()
+	switch {
+	case err == nil:
+		t.Fatalf("%s passed with member b's start failing:\n%s", test, out)
+	case bytes.Contains(out, []byte("test timed out")):
+		t.Fatalf("%s hung once member b's start failed:\n%s", test, out)
+	case !bytes.Contains(out, []byte("member b: this start fails on purpose")) || !bytes.Contains(out, []byte("--- FAIL: "+test)):
+		t.Fatalf("%s did not fail on member b's start:\n%s", test, out)
 	}
 }
 

@@ -748,6 +748,8 @@ func (s *suite) testStableFetch(t *testing.T) {
 	defer cancel()
 	var links cutter
 	paused, release := make(chan struct{}), make(chan struct{})
+	var released sync.Once
+	free := func() { released.Do(func() { close(release) }) }
 	cfg := s.config(p, "a")
 	cfg.Conn.Dial = links.dial
 	cfg.Pause = func(_ context.Context, point string) {
@@ -761,6 +763,10 @@ func (s *suite) testStableFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	// Run first: a test that fails while a is paused (b does not start, say) lets a's
+	// transaction go on over healed links, or a.Close waits for it until go test's timeout.
+	defer links.heal()
+	defer free()
 	batch := pollSome(t, ctx, a)
 	done := make(chan pipeline.Result, 1)
 	go func() { done <- a.Transact(ctx, batch, outputs(batch, "a")) }()
@@ -776,7 +782,7 @@ func (s *suite) testStableFetch(t *testing.T) {
 	b := s.startWith(t, bcfg, "b")
 	await(t, "member b asked for its partition's committed offsets (a's session expired)", func() bool { return fetches.n.Load() > 0 })
 	links.heal()
-	close(release)
+	free()
 	res := <-done
 	t.Logf("member a's transaction, held open with its offsets past b's fetch: %v %v", res.Outcome, res.Err)
 	a.Close()        // else, back in the group, it may be given the partition and never poll it
