@@ -17,13 +17,15 @@ var forbidden = []struct {
 	forbidden []string
 	allowed   []string
 }{
-	{pkg: "transport", forbidden: []string{"..."}, allowed: []string{"transport"}},
+	{pkg: "transport", forbidden: []string{"..."}, allowed: []string{"transport", "transport/record"}},
+	// The record format is a leaf: its fuzz target links nothing else.
+	{pkg: "transport/record", forbidden: []string{"..."}, allowed: []string{"transport/record"}},
 	// The exec protocol's harness side is a transport too: it knows nothing of fencecheck.
-	{pkg: "transport/lineproto", forbidden: []string{"..."}, allowed: []string{"transport", "transport/lineproto", "transport/pipeline"}},
+	{pkg: "transport/lineproto", forbidden: []string{"..."}, allowed: []string{"transport", "transport/record", "transport/lineproto", "transport/pipeline"}},
 	// The pipeline's members are transports too: the connection settings and the outcome
 	// classes are transport's, nothing else of fencecheck.
-	{pkg: "transport/pipeline", forbidden: []string{"..."}, allowed: []string{"transport", "transport/pipeline"}},
-	{pkg: "transport/pipeline/pipelinetest", forbidden: []string{"..."}, allowed: []string{"transport", "transport/pipeline", "transport/pipeline/pipelinetest"}},
+	{pkg: "transport/pipeline", forbidden: []string{"..."}, allowed: []string{"transport", "transport/record", "transport/pipeline"}},
+	{pkg: "transport/pipeline/pipelinetest", forbidden: []string{"..."}, allowed: []string{"transport", "transport/record", "transport/pipeline", "transport/pipeline/pipelinetest"}},
 	{pkg: "transport/transporttest", forbidden: []string{"cluster/local", "cluster/containers", "cluster/external",
 		"workload", "nemesis", "checker/...", "scenarios", "reports"}},
 	{pkg: "checker/history", forbidden: []string{"..."}, allowed: []string{"checker/history"}},

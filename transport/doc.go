@@ -39,9 +39,10 @@
 //
 // # Record format (version 1)
 //
-// Keys and values start with the magic byte 0xFC and a version byte; see codec.go. A key names
-// the role; a value is a registration (member), a lease (minted token, holder, seq, duration,
-// written-at) or a work record (minted token, member, write id, payload). Readers drop records
-// whose key is not a fencecheck key or names another role; a record of the role whose value
-// does not decode is ErrRecord.
+// Keys and values start with the magic byte 0xFC and a version byte (package record, which
+// this package re-exports, has the format byte by byte). A key names the role; a value is a
+// registration (member), a lease (minted token, holder, seq, duration, written-at) or a work
+// record (minted token, member, write id, payload). Readers drop records whose key is not a
+// fencecheck key or names another role; a record of the role whose value does not decode is
+// ErrRecord.
 package transport

@@ -1,4 +1,4 @@
-package transport
+package record
 
 import (
 	"bytes"
