@@ -55,7 +55,8 @@ func producerOpts(cfg Config) []kgo.Opt {
 	}
 }
 
-// poll returns at most max records cl polled, and the group metadata after the poll.
+// poll returns at most max records cl polled, and kgo's group metadata after the poll (the
+// plain member stamps its batches with its last assignment's instead: see plain).
 func poll(ctx context.Context, cl *kgo.Client, max int) (Batch, error) {
 	fs := cl.PollRecords(ctx, max)
 	if fs.IsClientClosed() {

@@ -25,6 +25,12 @@ const (
 	mutantUnstableFetch     = "unstable-fetch"
 	mutantNoRewind          = "no-rewind"
 	mutantOffByOne          = "off-by-one"
+	// mutantStampAfterPoll is the plain member before the fix of findings.md's rejoin lead:
+	// it stamps a batch with kgo's GroupMetadata read after PollRecords returned. Not in
+	// Mutants (the conformance suite has no test of the rejoin); its regression,
+	// TestRejoinedMemberStampsPolledGeneration, builds it directly and requires it to commit
+	// the records another member committed.
+	mutantStampAfterPoll = "stamp-after-poll"
 )
 
 // Mutants lists the mutant members, each a kind "mutant:NAME" of New.

@@ -25,6 +25,15 @@ import (
 // its batch was polled under (sendOffsetsToTransaction(offsets, groupMetadata)). A member
 // whose generation was superseded meanwhile (it was frozen past its session or rebalance
 // timeout) has its offsets refused and aborts.
+//
+// Under the classic protocol the metadata a batch carries is that of the member's last
+// assignment kgo handed it (OnPartitionsAssigned), not kgo's GroupMetadata: kgo stores a new
+// member id and generation as soon as a JoinGroup is answered, while the partitions the new
+// generation takes away are invalidated only later, in a revoke that waits for the member's
+// polled batch, so GroupMetadata can name a generation under which the member does not own
+// the records it polled (regressions.md, "pipeline-late-endtxn": the rejoin after a JoinGroup
+// answered UNKNOWN_MEMBER_ID). kafka-clients has no such window: the generation moves only
+// inside poll(), which drops revoked partitions' records before it returns.
 type plain struct {
 	cfg Config
 	cl  *kgo.Client
@@ -36,6 +45,15 @@ type plain struct {
 	// producers are the producers per input partition under Config.TxnIDPerPartition (cl is
 	// then the consumer only); nil otherwise: cl produces.
 	producers *partitionProducers
+	// assigned is the member id and generation of the last assignment kgo handed the member
+	// (classic protocol): what its batches are stamped with. Nil before the first.
+	assigned atomic.Pointer[groupMeta]
+}
+
+// groupMeta is a member id and generation.
+type groupMeta struct {
+	memberID   string
+	generation int32
 }
 
 func newPlain(_ context.Context, cfg Config, flaw string) (*plain, error) {
@@ -55,6 +73,16 @@ func newPlain(_ context.Context, cfg Config, flaw string) (*plain, error) {
 	opts = append(opts, kgo.BlockRebalanceOnPoll())
 	// What the member does on an assignment, before kgo fetches where to start.
 	var onAssigned []func(context.Context, *kgo.Client, map[string][]int32)
+	if cfg.Protocol == ProtocolClassic {
+		// kgo calls OnPartitionsAssigned at every session's start, once the partitions the
+		// session took away are revoked, with the session's member id and generation stored;
+		// with the callback registered it waits for the polled batch (BlockRebalanceOnPoll),
+		// so the generation recorded here cannot move while a batch is transacted.
+		onAssigned = append(onAssigned, func(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
+			id, gen := cl.GroupMetadata()
+			m.assigned.Store(&groupMeta{memberID: id, generation: gen})
+		})
+	}
 	var adjust func(map[int32]kgo.Offset)
 	switch flaw {
 	case mutantReadUncommitted:
@@ -104,9 +132,13 @@ func (m *plain) producer(b Batch) (*kgo.Client, error) {
 }
 
 // Poll polls; an empty batch lets a waiting rebalance go on at once, a batch holds it until
-// Transact ends.
+// Transact ends. Under the classic protocol the batch carries the metadata of the member's
+// last assignment (see plain).
 func (m *plain) Poll(ctx context.Context) (Batch, error) {
 	b, err := poll(ctx, m.cl, m.cfg.MaxPoll)
+	if a := m.assigned.Load(); a != nil && m.flaw != mutantStampAfterPoll {
+		b.MemberID, b.Generation = a.memberID, a.generation
+	}
 	if len(b.Records) == 0 {
 		m.cl.AllowRebalance()
 	}
