@@ -31,8 +31,8 @@ import (
 // member id and generation as soon as a JoinGroup is answered, while the partitions the new
 // generation takes away are invalidated only later, in a revoke that waits for the member's
 // polled batch, so GroupMetadata can name a generation under which the member does not own
-// the records it polled (regressions.md, "pipeline-late-endtxn": the rejoin after a JoinGroup
-// answered UNKNOWN_MEMBER_ID). kafka-clients has no such window: the generation moves only
+// the records it polled (docs/regressions.md, "rejoin-stale-generation": the rejoin after a
+// JoinGroup answered UNKNOWN_MEMBER_ID). kafka-clients has no such window: the generation moves only
 // inside poll(), which drops revoked partitions' records before it returns.
 type plain struct {
 	cfg Config
