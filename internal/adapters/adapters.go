@@ -68,7 +68,7 @@ var Clients = []Client{
 	{Name: "kafkajs", TransactionVersion: 1, Pipelines: true, GroupProtocols: []string{"classic"}, GroupIDOnly: true},
 	// krabka follows the cluster's transaction.version, as kafka-clients does. Its cold build
 	// compiles about 380 crates, so make test does not build it yet (mk/krabka-adapter.mk).
-	{Name: "krabka", Optional: true},
+	{Name: "krabka", Pipelines: true, Optional: true},
 	// kafka-python (pure Python) caps EndTxn and AddPartitionsToTxn at v3: no KIP-890.
 	{Name: "kafkapython", TransactionVersion: 1},
 	// @platformatic/kafka implements EndTxn up to v4 and Produce up to v11: TV1 on any cluster.
