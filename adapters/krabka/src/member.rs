@@ -10,6 +10,15 @@
 //! `Consumer::committed`, which krabka sends as an OffsetFetch with require_stable set (and
 //! asks again while the coordinator answers UNSTABLE_OFFSET_COMMIT).
 //!
+//! krabka's classic `Consumer::build()` is the group join itself: it returns once the member
+//! joined (JoinGroup twice, SyncGroup) and fetched its assignment's committed offsets, stably.
+//! Both can wait on other members: the join until every member rejoined or was dropped (a
+//! member cut off, after its session timeout), the fetch until the transactions holding the
+//! group's offsets end. The protocol's `member_start` answers before the member joins ("it
+//! joins the group on its first poll"), so the build runs in a task of its own from
+//! `member_start` on, and `poll` waits for it within its wait, answering no records until it
+//! is done.
+//!
 //! The harness pauses the member and records its offset fetches on the wire (its gateway), so
 //! the member has no pause points of its own.
 
@@ -17,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use krabka_client_consumer::{AutoOffsetReset, Consumer, GroupProtocol, IsolationLevel};
+use krabka_client_consumer::{AutoOffsetReset, Consumer, ConsumerError, GroupProtocol, IsolationLevel};
 use krabka_client_producer::{Producer, ProducerError, ProducerRecord};
 use krabka_units::convert::TimeExt as _;
 use krabka_units::Time;
@@ -68,12 +77,24 @@ pub struct Output {
     pub value: Option<bytes::Bytes>,
 }
 
+/// The member's group consumer.
+enum Group {
+    /// `Consumer::build()` runs in this task: it joins the group and fetches the committed
+    /// offsets of its assignment.
+    Joining(JoinHandle<Result<Consumer, ConsumerError>>),
+    /// The build failed (the poll that saw it said why): the next poll builds it again.
+    Failed,
+    Joined(Consumer),
+    Closed,
+}
+
 pub struct Member {
     cfg: MemberConfig,
+    protocol: GroupProtocol,
     rt: Duration,
     /// One call at a time: a call the harness gave up on may still be running.
     op: Mutex<()>,
-    consumer: Mutex<Option<Consumer>>,
+    consumer: Mutex<Group>,
     /// None once the producer failed: the member must be restarted.
     producer: Mutex<Option<Arc<Producer>>>,
     /// init_transactions, started by member_start; the first transact awaits it.
@@ -88,10 +109,10 @@ fn bad(field: &str, why: impl std::fmt::Display) -> CallError {
 }
 
 impl Member {
-    /// Builds the consumer (subscribed to the input; it joins the group on its first poll) and
-    /// the transactional producer, and starts init_transactions in the background: it fences
-    /// the previous producer of the id (a restarted member's), and the first transact waits
-    /// for it.
+    /// Starts the consumer's build (subscribed to the input; the build is the group join, and
+    /// the polls wait for it) in a task, builds the transactional producer, and starts
+    /// init_transactions in the background: it fences the previous producer of the id (a
+    /// restarted member's), and the first transact waits for it. Neither waits on the group.
     pub async fn start(c: MemberConfig) -> Result<Member, CallError> {
         if c.bootstrap.split(',').all(|a| a.trim().is_empty()) {
             return Err(bad("Bootstrap", "no address"));
@@ -124,38 +145,9 @@ impl Member {
         let rt = Duration::from_millis(c.request_timeout_ms as u64);
         let deadline = Instant::now() + rt;
         let client_id = if c.client_id.is_empty() { "fencecheck-krabka-member".to_owned() } else { c.client_id.clone() };
-        let rtt = Time::from_std(rt);
-        // Under the consumer protocol the session timeout and heartbeat interval are the group's,
-        // set on the cluster. krabka's JoinGroup rebalance timeout is max_poll_interval, as
-        // Kafka's, which must not be below the session timeout.
-        let classic_session = (protocol == GroupProtocol::Classic && c.session_timeout_ms > 0).then_some(c.session_timeout_ms);
-        let built = Consumer::builder()
-            .bootstrap(c.bootstrap.clone())
-            .client_id(client_id.clone())
-            .group_id(c.group.clone())
-            .group_protocol(protocol)
-            .subscribe(vec![c.input.clone()])
-            .isolation_level(IsolationLevel::ReadCommitted)
-            .auto_offset_reset(AutoOffsetReset::Earliest)
-            .enable_auto_commit(false)
-            .allow_auto_create_topics(false)
-            .enable_metrics_push(false)
-            .fetch_max_wait(Time::from_millis(100))
-            .request_timeout(rtt)
-            .default_api_timeout(rtt)
-            .max_poll_records(if c.max_poll > 0 { c.max_poll as usize } else { 500 })
-            .metadata_max_age(Time::from_std((rt / 20).max(Duration::from_millis(100))))
-            .maybe_session_timeout(classic_session.map(Time::from_millis))
-            .maybe_heartbeat_interval(classic_session.map(|s| Time::from_millis((s / 3).clamp(1, 3000))))
-            .maybe_max_poll_interval(
-                (c.rebalance_timeout_ms > 0).then(|| Time::from_millis(c.rebalance_timeout_ms.max(c.session_timeout_ms))),
-            )
-            .build();
-        let consumer = match timeout_at(deadline, built).await {
-            Ok(Ok(cons)) => cons,
-            Ok(Err(e)) => return Err(fail(kind::INVALID_CONFIG, format!("build the consumer: {}", consumer_text(&e)))),
-            Err(_) => return Err(fail(kind::CLIENT, "build the consumer: not within the request timeout")),
-        };
+        // The join runs beside member_start and the polls (the module's comment says why); the
+        // producer is built and init_transactions started meanwhile.
+        let joining = tokio::spawn(build_consumer(&c, protocol, rt));
         let txn_timeout = Duration::from_millis(c.transaction_timeout_ms as u64);
         let built = Producer::builder()
             .bootstrap(c.bootstrap.clone())
@@ -175,16 +167,23 @@ impl Member {
             .build();
         let producer = match timeout_at(deadline, built).await {
             Ok(Ok(p)) => Arc::new(p),
-            Ok(Err(e)) => return Err(fail(producer_kind(&e), format!("build the producer: {}", producer_text(&e)))),
-            Err(_) => return Err(fail(kind::CLIENT, "build the producer: not within the request timeout")),
+            Ok(Err(e)) => {
+                joining.abort();
+                return Err(fail(producer_kind(&e), format!("build the producer: {}", producer_text(&e))));
+            }
+            Err(_) => {
+                joining.abort();
+                return Err(fail(kind::CLIENT, "build the producer: not within the request timeout"));
+            }
         };
         let p = Arc::clone(&producer);
         let init = tokio::spawn(async move { p.init_transactions().await });
         Ok(Member {
             cfg: c,
+            protocol,
             rt,
             op: Mutex::new(()),
-            consumer: Mutex::new(Some(consumer)),
+            consumer: Mutex::new(Group::Joining(joining)),
             producer: Mutex::new(Some(producer)),
             init: Mutex::new(Some(init)),
             first_polled: std::sync::Mutex::new(HashMap::new()),
@@ -195,14 +194,43 @@ impl Member {
 
     /// Up to max_poll committed records of the input, waiting up to wait_ms for the first, with
     /// the member id and generation they were polled under (krabka starts a rebalance only in
-    /// poll, so the pair read after it is the one the records belong to).
+    /// poll, so the pair read after it is the one the records belong to). Until the consumer's
+    /// build (the group join) is done, no records, no member id and generation -1, as a
+    /// kafka-clients consumer that has not joined yet.
     pub async fn poll(&self, wait_ms: i64) -> Result<Answer, CallError> {
         let _op = self.op.lock().await;
+        let deadline = Instant::now() + Duration::from_millis(wait_ms.max(0) as u64);
         let mut guard = self.consumer.lock().await;
-        let Some(cons) = guard.as_mut() else {
+        if matches!(*guard, Group::Failed) {
+            *guard = Group::Joining(tokio::spawn(build_consumer(&self.cfg, self.protocol, self.rt)));
+        }
+        if let Group::Joining(h) = &mut *guard {
+            let built = match timeout_at(deadline, h).await {
+                Err(_) => {
+                    return Ok(Answer { records: Some(Vec::new()), generation: Some(-1), ..Default::default() });
+                }
+                Ok(b) => b,
+            };
+            match built {
+                Ok(Ok(cons)) => *guard = Group::Joined(cons),
+                Ok(Err(e)) => {
+                    *guard = Group::Failed;
+                    return Err(fail(
+                        consumer_kind(&e),
+                        format!("build the consumer (join the group): {}; the next poll builds it again", consumer_text(&e)),
+                    ));
+                }
+                Err(e) => {
+                    *guard = Group::Failed;
+                    return Err(fail(kind::CLIENT, format!("build the consumer (join the group): its task failed: {e}")));
+                }
+            }
+        }
+        let Group::Joined(cons) = &mut *guard else {
             return Err(fail(kind::CLOSED, "member closed"));
         };
-        let recs = match cons.poll(Time::from_millis(wait_ms.max(0))).await {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let recs = match cons.poll(Time::from_std(left)).await {
             Ok(r) => r,
             Err(e) => return Err(fail(kind::CLIENT, format!("poll: {}", consumer_text(&e)))),
         };
@@ -295,9 +323,9 @@ impl Member {
             }
             // The group's metadata of now, as a krabka user passes it: its generation and member
             // id go into TxnOffsetCommit, where the group coordinator checks them.
-            let meta = match self.consumer.lock().await.as_ref() {
-                Some(c) => c.group_metadata(),
-                None => return Err(("send_offsets_to_transaction", ProducerError::Closed)),
+            let meta = match &*self.consumer.lock().await {
+                Group::Joined(c) => c.group_metadata(),
+                _ => return Err(("send_offsets_to_transaction", ProducerError::Closed)),
             };
             p.send_offsets_to_transaction(offsets, &meta)
                 .await
@@ -354,7 +382,8 @@ impl Member {
     /// nothing there. A fetch that fails restarts the member: its position is past the batch.
     async fn rewind(&self, e: &mut CallError) {
         let guard = self.consumer.lock().await;
-        let Some(cons) = guard.as_ref() else { return };
+        // Not joined: nothing was polled, so there is nothing to rewind.
+        let Group::Joined(cons) = &*guard else { return };
         let r = timeout_at(Instant::now() + self.rt, async {
             let assigned: Vec<(String, i32)> =
                 cons.assignment().await.into_iter().filter(|(t, _)| *t == self.cfg.input).collect();
@@ -391,9 +420,15 @@ impl Member {
         if let Some(h) = self.init.lock().await.take() {
             h.abort();
         }
-        let cons = self.consumer.lock().await.take();
-        if let Some(c) = cons {
-            let _ = tokio::time::timeout(self.rt.min(Duration::from_secs(3)), c.close()).await;
+        let group = std::mem::replace(&mut *self.consumer.lock().await, Group::Closed);
+        match group {
+            Group::Joined(c) => {
+                let _ = tokio::time::timeout(self.rt.min(Duration::from_secs(3)), c.close()).await;
+            }
+            // Dropping the build's future closes its connections; a member that joined meanwhile
+            // leaves by its session timeout, as a process that was killed.
+            Group::Joining(h) => h.abort(),
+            Group::Failed | Group::Closed => {}
         }
     }
 }
@@ -406,5 +441,55 @@ fn group_kind(e: &ProducerError) -> &'static str {
         // STALE_MEMBER_EPOCH.
         ProducerError::Server(22 | 25 | 82 | 110 | 113) => kind::FENCED,
         _ => producer_kind(e),
+    }
+}
+
+/// The member's group consumer: subscribed to the input at read_committed without
+/// auto-commit. Under the classic protocol krabka's build joins the group and fetches the
+/// assignment's committed offsets (stable) before it returns; under the consumer protocol it
+/// returns before the first ConsumerGroupHeartbeat, which its coordinator task sends.
+fn build_consumer(
+    c: &MemberConfig,
+    protocol: GroupProtocol,
+    rt: Duration,
+) -> impl std::future::Future<Output = Result<Consumer, ConsumerError>> + Send + 'static {
+    let client_id = if c.client_id.is_empty() { "fencecheck-krabka-member".to_owned() } else { c.client_id.clone() };
+    let rtt = Time::from_std(rt);
+    // Under the consumer protocol the session timeout and heartbeat interval are the group's,
+    // set on the cluster. krabka's JoinGroup rebalance timeout is max_poll_interval, as
+    // Kafka's, which must not be below the session timeout.
+    let classic_session = (protocol == GroupProtocol::Classic && c.session_timeout_ms > 0).then_some(c.session_timeout_ms);
+    Consumer::builder()
+        .bootstrap(c.bootstrap.clone())
+        .client_id(client_id)
+        .group_id(c.group.clone())
+        .group_protocol(protocol)
+        .subscribe(vec![c.input.clone()])
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .auto_offset_reset(AutoOffsetReset::Earliest)
+        .enable_auto_commit(false)
+        .allow_auto_create_topics(false)
+        .enable_metrics_push(false)
+        .fetch_max_wait(Time::from_millis(100))
+        .request_timeout(rtt)
+        .default_api_timeout(rtt)
+        .max_poll_records(if c.max_poll > 0 { c.max_poll as usize } else { 500 })
+        .metadata_max_age(Time::from_std((rt / 20).max(Duration::from_millis(100))))
+        .maybe_session_timeout(classic_session.map(Time::from_millis))
+        .maybe_heartbeat_interval(classic_session.map(|s| Time::from_millis((s / 3).clamp(1, 3000))))
+        .maybe_max_poll_interval(
+            (c.rebalance_timeout_ms > 0).then(|| Time::from_millis(c.rebalance_timeout_ms.max(c.session_timeout_ms))),
+        )
+        .build()
+}
+
+/// The protocol's kind of a consumer build's error: a configuration krabka refused before any
+/// request, or anything else (a connection, a timeout, the group's refusal).
+fn consumer_kind(e: &ConsumerError) -> &'static str {
+    match e {
+        ConsumerError::InvalidConfig(_) | ConsumerError::InvalidGroupId | ConsumerError::InvalidArgument(_) => {
+            kind::INVALID_CONFIG
+        }
+        _ => kind::CLIENT,
     }
 }
