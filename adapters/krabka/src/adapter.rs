@@ -16,6 +16,7 @@ use tokio::time::{timeout_at, Instant};
 use crate::errors::{
     admin_code, admin_text, consumer_text, producer_kind, producer_sent_nothing, producer_text,
 };
+use crate::member::Member;
 use crate::protocol::{fail, kind, unknown, Answer, CallError, Config, Read, Request, Token, Write};
 
 /// The krabka version this adapter is built on (Cargo.lock pins it), for hello's name.
@@ -59,6 +60,8 @@ pub struct Adapter {
     /// Idle read_committed consumers (no group, assign only), one per concurrent read.
     readers: Mutex<Vec<Consumer>>,
     admin: tokio::sync::Mutex<Option<Arc<AdminClient>>>,
+    /// A pipeline run's member (member_start), one per adapter process.
+    member: OnceLock<Member>,
 }
 
 impl Adapter {
@@ -70,6 +73,7 @@ impl Adapter {
             plain: tokio::sync::Mutex::new(None),
             readers: Mutex::new(Vec::new()),
             admin: tokio::sync::Mutex::new(None),
+            member: OnceLock::new(),
         }
     }
 
@@ -82,6 +86,9 @@ impl Adapter {
                     // The token comes from Producer::transactional_identity, describe from the
                     // admin client's DescribeTransactions: nothing for the harness to do.
                     capabilities: vec![],
+                    // A krabka pipeline member too: its group metadata carries the generation
+                    // and member id (KIP-447), and its offset fetches are stable (member.rs).
+                    workloads: vec!["leases".to_owned(), "pipelines".to_owned()],
                     ..Default::default()
                 })
             }
@@ -91,6 +98,28 @@ impl Adapter {
                 };
                 let tv = self.start(c.clone()).await?;
                 return Ok(Answer { transaction_version: Some(tv), ..Default::default() });
+            }
+            "member_start" => {
+                let Some(c) = &req.pipeline else {
+                    return Err(fail(kind::INVALID_CONFIG, "member_start without pipeline"));
+                };
+                if self.settings.get().is_some() || self.member.get().is_some() {
+                    return Err(fail(kind::INVALID_CONFIG, "member_start: the adapter already serves a transport or a member"));
+                }
+                let m = Member::start(c.clone()).await?;
+                if self.member.set(m).is_err() {
+                    return Err(fail(kind::INVALID_CONFIG, "member_start: already started"));
+                }
+                return Ok(Answer::default());
+            }
+            "poll" | "transact" => {
+                let Some(m) = self.member.get() else {
+                    return Err(fail(kind::INVALID_CONFIG, format!("{} before member_start", req.op)));
+                };
+                if self.closed.load(Ordering::Acquire) {
+                    return Err(fail(kind::CLOSED, "member closed"));
+                }
+                return if req.op == "poll" { m.poll(req.wait_ms).await } else { m.transact(req).await };
             }
             _ => {}
         }
@@ -468,7 +497,7 @@ impl Adapter {
                         if r.topic != topic || r.partition != partition || r.offset >= end {
                             continue;
                         }
-                        recs.push(Read { offset: r.offset, key: r.key, value: r.value });
+                        recs.push(Read { partition: None, offset: r.offset, key: r.key, value: r.value });
                     }
                 }
             }
@@ -544,6 +573,9 @@ impl Adapter {
     pub async fn shutdown(&self) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
+        }
+        if let Some(m) = self.member.get() {
+            m.close().await;
         }
         // Holdings are dropped without ending their transactions (see drop_holding).
         let roles: Vec<_> = self.roles.lock().unwrap().values().cloned().collect();

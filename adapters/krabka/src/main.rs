@@ -13,6 +13,7 @@
 
 mod adapter;
 mod errors;
+mod member;
 mod protocol;
 
 use std::sync::Arc;
@@ -96,7 +97,7 @@ async fn serve() {
             }
         };
         match req.op.as_str() {
-            "hello" | "start" => {
+            "hello" | "start" | "member_start" => {
                 // In order, before anything else.
                 let r = adapter.handle(&req).await;
                 log_failure(&req, &r);

@@ -24,6 +24,12 @@ pub struct Request {
     #[serde(deserialize_with = "b64")]
     pub value: Option<Bytes>,
     pub records: Vec<Write>,
+    // Pipelines (docs/exec-protocol.md): member_start's config, poll's wait, transact's batch.
+    pub pipeline: Option<crate::member::MemberConfig>,
+    pub wait_ms: i64,
+    pub timeout_ms: Option<i64>,
+    pub offsets: Vec<crate::member::Offset>,
+    pub outputs: Vec<crate::member::Output>,
     // `lease` (write_lease) is not read: the record's bytes carry it, and the adapter checks the
     // request's token against the holding instead.
 }
@@ -63,6 +69,9 @@ pub struct Write {
 
 #[derive(Debug, Serialize)]
 pub struct Read {
+    /// A polled record's partition; read_role's records leave it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<i32>,
     pub offset: i64,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "b64_out")]
     pub key: Option<Bytes>,
@@ -70,7 +79,7 @@ pub struct Read {
     pub value: Option<Bytes>,
 }
 
-fn b64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
+pub fn b64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
     let s: Option<String> = Option::deserialize(d)?;
     match s {
         None => Ok(None),
@@ -107,6 +116,15 @@ pub struct Answer {
     pub join_seq: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub records: Option<Vec<Read>>,
+    /// hello: the workloads served (leases when empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<String>,
+    /// poll: the member id and generation (or KIP-848 member epoch) the records were polled
+    /// under.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i32>,
 }
 
 /// The protocol's error kinds.
@@ -127,14 +145,20 @@ pub struct CallError {
     pub kind: &'static str,
     pub message: String,
     pub unknown: bool,
+    /// A pipeline's transact: the token the failed transaction ran under, when the producer
+    /// had one.
+    pub token: Option<Token>,
+    /// A pipeline's transact: the member cannot go on (its producer failed, or it could not
+    /// rewind); the harness restarts it.
+    pub restart: bool,
 }
 
 pub fn fail(kind: &'static str, message: impl Into<String>) -> CallError {
-    CallError { kind, message: message.into(), unknown: false }
+    CallError { kind, message: message.into(), unknown: false, token: None, restart: false }
 }
 
 pub fn unknown(kind: &'static str, message: impl Into<String>) -> CallError {
-    CallError { kind, message: message.into(), unknown: true }
+    CallError { kind, message: message.into(), unknown: true, token: None, restart: false }
 }
 
 /// The answer line of request `id`.
@@ -155,11 +179,18 @@ pub fn line(id: u64, result: Result<Answer, CallError>) -> String {
                 }
                 msg.truncate(cut);
             }
-            serde_json::json!({
+            let mut v = serde_json::json!({
                 "id": id,
                 "outcome": if e.unknown { "unknown" } else { "fail" },
                 "error": {"kind": e.kind, "message": msg},
-            })
+            });
+            if let Some(t) = e.token {
+                v["token"] = serde_json::to_value(t).unwrap_or_default();
+            }
+            if e.restart {
+                v["restart"] = true.into();
+            }
+            v
         }
     };
     let mut s = v.to_string();
