@@ -154,31 +154,7 @@ func rejoinScenario(t *testing.T, flaw string) rejoined {
 	t.Logf("a polled offsets %d..%d as %s, generation %d", first.Records[0].Offset, first.Records[len(first.Records)-1].Offset, oldID, oldGen)
 
 	// 2. From b's join on, a's heartbeats are answered REBALANCE_IN_PROGRESS.
-	c.ControlKey(int16(kmsg.Heartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kreq.(*kmsg.HeartbeatRequest)
-		if req.MemberID != oldID {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-		resp.Version = req.Version
-		resp.ErrorCode = kerr.RebalanceInProgress.Code
-		return resp, nil, true
-	})
-	// a's first SyncGroup as a new member waits until a has polled.
-	synced, polled := make(chan struct{}), make(chan struct{})
-	var holdSync sync.Once
-	c.ControlKey(int16(kmsg.SyncGroup), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kreq.(*kmsg.SyncGroupRequest)
-		if id, _ := a.cl.GroupMetadata(); req.MemberID == id && id != oldID {
-			holdSync.Do(func() {
-				close(synced)
-				c.SleepControl(func() { <-polled })
-			})
-		}
-		return nil, nil, false
-	})
+	synced, polled := holdRejoin(c, oldID, a.cl)
 
 	b, err := newPlain(ctx, cfg("b"), "")
 	if err != nil {
@@ -294,30 +270,7 @@ func TestKgoRejoinKeepsLostPartition(t *testing.T) {
 	oldID, oldGen := a.GroupMetadata()
 	t.Logf("a polled offsets %d..%d as %s, generation %d", first[0].Offset, first[len(first)-1].Offset, oldID, oldGen)
 
-	c.ControlKey(int16(kmsg.Heartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kreq.(*kmsg.HeartbeatRequest)
-		if req.MemberID != oldID {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-		resp.Version = req.Version
-		resp.ErrorCode = kerr.RebalanceInProgress.Code
-		return resp, nil, true
-	})
-	synced, polled := make(chan struct{}), make(chan struct{})
-	var holdSync sync.Once
-	c.ControlKey(int16(kmsg.SyncGroup), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kreq.(*kmsg.SyncGroupRequest)
-		if id, _ := a.GroupMetadata(); req.MemberID == id && id != oldID {
-			holdSync.Do(func() {
-				close(synced)
-				c.SleepControl(func() { <-polled })
-			})
-		}
-		return nil, nil, false
-	})
+	synced, polled := holdRejoin(c, oldID, a)
 
 	var bOwns atomic.Bool
 	b, err := kgo.NewClient(opts(kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -384,4 +337,35 @@ func kadmFetch(ctx context.Context, cl *kgo.Client, group, topic string) (int64,
 	}
 	p := resp.Topics[0].Partitions[0]
 	return p.Offset, kerr.ErrorForCode(p.ErrorCode)
+}
+
+// holdRejoin makes c answer every heartbeat of member oldID REBALANCE_IN_PROGRESS, and hold
+// the first SyncGroup that client a sends as a new member (another member id than oldID)
+// until polled is closed; synced is closed when that SyncGroup arrives.
+func holdRejoin(c *kfake.Cluster, oldID string, a *kgo.Client) (synced, polled chan struct{}) {
+	c.ControlKey(int16(kmsg.Heartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.HeartbeatRequest)
+		if req.MemberID != oldID {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.Version = req.Version
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
+		return resp, nil, true
+	})
+	synced, polled = make(chan struct{}), make(chan struct{})
+	var holdSync sync.Once
+	c.ControlKey(int16(kmsg.SyncGroup), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.SyncGroupRequest)
+		if id, _ := a.GroupMetadata(); req.MemberID == id && id != oldID {
+			holdSync.Do(func() {
+				close(synced)
+				c.SleepControl(func() { <-polled })
+			})
+		}
+		return nil, nil, false
+	})
+	return synced, polled
 }
