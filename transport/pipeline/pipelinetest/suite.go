@@ -61,8 +61,10 @@ type Env struct {
 // suite tests a member's exactly-once copy, not its decompressors, and franz-go's default
 // (snappy, as one raw block) is not read by every client: krabka-compression 0.7.0 reads only
 // xerial-framed snappy (docs/findings.md; TestKrabkaRawSnappyQuirk in transport/lineproto
-// shows it).
-var inputCompression = kgo.ProducerBatchCompression(kgo.NoCompression())
+// shows it). A new option for each client: kgo writes into the option's codec list when it
+// builds a client, so one option shared by clients built at once is a data race (findings.md,
+// TestDefaultCompressorWritesItsArgument).
+func inputCompression() kgo.Opt { return kgo.ProducerBatchCompression(kgo.NoCompression()) }
 
 // KfakeBrokerConfigs are the broker settings a kfake cluster needs for this suite: session
 // timeouts short enough for the zombie test, the classic protocol's minimum below the
@@ -142,7 +144,7 @@ func (s *suite) newPipe(t *testing.T, partitions int32) *pipe {
 		inputs:     map[int32][]int64{},
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(s.env.Bootstrap, ",")...),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics(), inputCompression)
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics(), inputCompression())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +186,7 @@ func (p *pipe) seedAborted(t *testing.T, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(p.bootstrap, ",")...), kgo.TransactionalID(p.group+"/aborted-input"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics(), inputCompression)
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics(), inputCompression())
 	if err != nil {
 		t.Fatal(err)
 	}
