@@ -92,17 +92,7 @@ func rejoinScenario(t *testing.T, flaw string) rejoined {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	seed, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(input),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seed.Close()
-	for i := range 20 {
-		if err := seed.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedRecords(t, ctx, c, input, 20)
 
 	var bFetched atomic.Pointer[Fetch]
 	cfg := func(id string) Config {
@@ -236,17 +226,7 @@ func TestKgoRejoinKeepsLostPartition(t *testing.T) {
 			kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 			kgo.SessionTimeout(6 * time.Second), kgo.RebalanceTimeout(3 * time.Second), kgo.HeartbeatInterval(2 * time.Second)}, more...)
 	}
-	seed, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seed.Close()
-	for i := range 20 {
-		if err := seed.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seed := seedRecords(t, ctx, c, topic, 20)
 	poll := func(cl *kgo.Client) []*kgo.Record {
 		t.Helper()
 		for {
@@ -368,4 +348,22 @@ func holdRejoin(c *kfake.Cluster, oldID string, a *kgo.Client) (synced, polled c
 		return nil, nil, false
 	})
 	return synced, polled
+}
+
+// seedRecords writes n records, valued 0 to n-1, to partition 0 of topic on c, and returns the
+// client that wrote them, closed when the test ends.
+func seedRecords(t *testing.T, ctx context.Context, c *kfake.Cluster, topic string, n int) *kgo.Client {
+	t.Helper()
+	seed, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(seed.Close)
+	for i := range n {
+		if err := seed.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return seed
 }
