@@ -75,11 +75,16 @@ func KafkaFaultNames() []string {
 
 // txnAPIs are the requests that name a transactional id, which a role narrows them to.
 var txnAPIs = []string{"produce", "findcoordinator", "initproducerid", "addpartitionstotxn", "addoffsetstotxn",
-	"endtxn", "txnoffsetcommit", "describetransactions"}
+	"endtxn", "txnoffsetcommit", "describetransactions", links.KafkaAddOffsets}
 
+// apiName is a fault's api as the nemesis names it: kmsg's name in lower case, or the request
+// class links.KafkaAddOffsets.
 func apiName(name string) string {
 	if k, ok := links.KafkaAPIKey(name); ok {
 		return links.KafkaAPIName(k)
+	}
+	if links.KafkaFaultAPI(name) {
+		return links.KafkaAddOffsets
 	}
 	return name
 }
@@ -88,8 +93,9 @@ func apiName(name string) string {
 func checkKafka(s Spec) error {
 	p := s.Params
 	const apis = "a Kafka request type as franz-go's kmsg names it, e.g. produce, endtxn, initproducerid, addpartitionstotxn, findcoordinator, metadata, fetch, describetransactions"
-	if _, ok := links.KafkaAPIKey(p.API); !ok {
-		return &SpecError{Field: "params.api", Value: p.API, Reason: "want " + apis}
+	if !links.KafkaFaultAPI(p.API) {
+		return &SpecError{Field: "params.api", Value: p.API, Reason: "want " + apis + ", or " + links.KafkaAddOffsets +
+			" (AddOffsetsToTxn, or the TxnOffsetCommit that adds the offsets itself under transaction version 2)"}
 	}
 	if p.Until != "" {
 		if _, ok := links.KafkaAPIKey(p.Until); !ok {

@@ -33,6 +33,8 @@ func TestParseKafkaStep(t *testing.T) {
 		{"at 5s duplicate produce of holder of r2 until endtxn first 1 for 5s", nemesis.Spec{Fault: "duplicate",
 			Target: nemesis.Target{Processes: nemesis.HolderOf("r2")}, Params: nemesis.Params{API: "produce", Until: "endtxn", Count: 1}, For: sec(5)}},
 		{"at 5s drop for 1s", nemesis.Spec{Fault: "drop", For: sec(1)}},
+		{"at 1s error-response add-offsets of p2 role in0 with error=TRANSACTION_ABORTABLE first 2 for 3s", nemesis.Spec{Fault: "error-response",
+			Target: nemesis.Target{Processes: nemesis.IDs(2), Role: "in0"}, Params: nemesis.Params{API: "add-offsets", Error: "TRANSACTION_ABORTABLE", Count: 2}, For: sec(3)}},
 	} {
 		t.Run(tc.line, func(t *testing.T) {
 			got, err := nemesis.ParseStep(tc.line)
@@ -53,6 +55,7 @@ func TestParseKafkaStep(t *testing.T) {
 func TestParseKafkaStepErrors(t *testing.T) {
 	for _, tc := range []struct{ line, field string }{
 		{"at 5s hold gossip of p1 until endtxn for 2s", "params.api"},
+		{"at 5s hold produce of p1 until add-offsets for 2s", "params.until"}, // a request class is no trigger
 		{"at 5s hold produce of p1 until never for 2s", "params.until"},
 		{"at 5s error-response endtxn of p1 with error=OOPS for 2s", "params.error"},
 		{"at 5s drop produce of p1 with partition=x/y for 2s", "params.partition"},

@@ -332,3 +332,46 @@ func TestPipelineRecordsTheMembersTransactionVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestAddOffsetsFaultReachesEveryTransactionVersion: a Kafka-aware fault on add-offsets takes
+// hold on the session member under both transaction versions. Under version 1 kgo sends
+// AddOffsetsToTxn; under version 2 it sends none (its TxnOffsetCommit adds the offsets), and a
+// fault on addoffsetstotxn never took hold there, which left pipeline-txn-faults inconclusive
+// for KIP-890 clients. The transaction the error answer hits must abort (txn-aborted) and the
+// member start again at its committed offsets (no loss, no duplicate).
+func TestAddOffsetsFaultReachesEveryTransactionVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two scenarios")
+	}
+	for _, tv := range []int{1, 2} {
+		t.Run(fmt.Sprintf("TV%d", tv), func(t *testing.T) {
+			t.Parallel()
+			s, err := scenarios.Parse("add-offsets.yaml", []byte(fmt.Sprintf(`name: add-offsets
+description: the requests that take a transaction's offsets in answered TRANSACTION_ABORTABLE
+cluster:
+  kind: embedded
+  transaction_version: %d
+workload:
+  kind: pipeline
+  pipeline:
+    processes: 1
+    members: 2
+    partitions: 2
+    member: session
+nemesis:
+  script:
+    - at 1s error-response add-offsets of p1 with error=TRANSACTION_ABORTABLE first 2 for 3s
+duration: 7s
+promises: [fault-took-hold, txn-aborted]
+`, tv)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func() (*harness.Outcome, error) {
+				return harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: 1})
+			}
+			out, err := run()
+			mustBeValid(t, s.Name, fmt.Sprintf("%s TV%d", scenarios.KindEmbedded, tv), 1, out, err, run)
+		})
+	}
+}

@@ -52,7 +52,8 @@ func KafkaActions() []KafkaAction {
 // fault matches and what it does to them.
 type KafkaFaultSpec struct {
 	Action KafkaAction
-	// API names the request type (see KafkaAPIKey). Required.
+	// API names the request type (see KafkaAPIKey), or the request class KafkaAddOffsets.
+	// Required.
 	API string
 	// Processes whose connections the fault acts on. Empty: every process.
 	Processes []int
@@ -110,7 +111,7 @@ func (s KafkaFaultSpec) String() string {
 // KafkaFault is an active Kafka-aware fault of a Network (AddKafkaFault).
 type KafkaFault struct {
 	spec  KafkaFaultSpec
-	key   int16
+	api   apiMatch
 	until int16
 	n     *Network
 	procs map[int]bool
@@ -148,11 +149,11 @@ type heldRequest struct {
 // those dialed later.
 func (n *Network) AddKafkaFault(spec KafkaFaultSpec) (*KafkaFault, error) {
 	f := &KafkaFault{spec: spec, n: n, until: -1, actedCh: make(chan struct{})}
-	key, ok := KafkaAPIKey(spec.API)
+	api, ok := faultAPI(spec.API)
 	if !ok {
-		return nil, &OptionError{Field: "API", Value: spec.API, Reason: "not a Kafka request type kmsg knows"}
+		return nil, &OptionError{Field: "API", Value: spec.API, Reason: "not a Kafka request type kmsg knows, nor " + KafkaAddOffsets}
 	}
-	f.key = key
+	f.api = api
 	if spec.Until != "" {
 		if f.until, ok = KafkaAPIKey(spec.Until); !ok {
 			return nil, &OptionError{Field: "Until", Value: spec.Until, Reason: "not a Kafka request type kmsg knows"}
@@ -263,7 +264,7 @@ func (f *KafkaFault) take() bool {
 }
 
 func (f *KafkaFault) matches(process int, r *request) bool {
-	if r.key != f.key || f.procs != nil && !f.procs[process] {
+	if !f.api.matches(r.key, r.version) || f.procs != nil && !f.procs[process] {
 		return false
 	}
 	if f.spec.TransactionalID != "" || f.spec.Partition != nil {

@@ -35,6 +35,44 @@ func KafkaAPIKey(name string) (int16, bool) {
 	return 0, false
 }
 
+// KafkaAddOffsets names a class of requests, not one request type: the request by which a
+// transaction takes in its consumer group's offsets. Under transaction version 1 that is
+// AddOffsetsToTxn. Under version 2 KIP-890's clients (kafka-clients 4.x, franz-go) send no
+// AddOffsetsToTxn: their TxnOffsetCommit, version 5 or later, adds the offsets to the
+// transaction by itself. A fault on add-offsets acts on whichever of the two the client
+// sends, so one scenario step reaches a transaction's offsets through every client on every
+// transaction version. (A TxnOffsetCommit of version 4 or earlier follows an AddOffsetsToTxn,
+// which the fault has already matched; it is not matched again.)
+const KafkaAddOffsets = "add-offsets"
+
+// apiMatch is the requests a fault spec's API names: one request type, or, for a request
+// class, a second type from a minimum version on.
+type apiMatch struct {
+	key    int16
+	alt    int16 // -1: none
+	altMin int16 // alt matches from this version on
+}
+
+func (m apiMatch) matches(key, version int16) bool {
+	return key == m.key || key == m.alt && version >= m.altMin
+}
+
+// faultAPI reads a fault spec's API: a request type KafkaAPIKey knows or KafkaAddOffsets.
+func faultAPI(name string) (apiMatch, bool) {
+	if apiWord(name) == apiWord(KafkaAddOffsets) {
+		return apiMatch{key: kmsg.AddOffsetsToTxn.Int16(), alt: kmsg.TxnOffsetCommit.Int16(), altMin: 5}, true
+	}
+	k, ok := KafkaAPIKey(name)
+	return apiMatch{key: k, alt: -1}, ok
+}
+
+// KafkaFaultAPI reports whether a Kafka-aware fault may act on the requests name names: a
+// request type KafkaAPIKey knows, or the request class KafkaAddOffsets.
+func KafkaFaultAPI(name string) bool {
+	_, ok := faultAPI(name)
+	return ok
+}
+
 // KafkaAPIName is the kmsg name of key, lower case ("endtxn"), as fault specs write it.
 func KafkaAPIName(key int16) string { return apiWord(kmsg.NameForKey(key)) }
 

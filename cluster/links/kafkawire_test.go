@@ -103,3 +103,53 @@ func TestKafkaNames(t *testing.T) {
 		t.Error("KafkaErrorCode(OOPS) found a code")
 	}
 }
+
+// TestAddOffsetsMatchesEitherRequest: a fault on add-offsets acts on AddOffsetsToTxn and on a
+// TxnOffsetCommit of version 5 or later (transaction version 2's implicit add), never on an
+// earlier TxnOffsetCommit, which follows an AddOffsetsToTxn the fault has already met.
+func TestAddOffsetsMatchesEitherRequest(t *testing.T) {
+	for _, name := range []string{KafkaAddOffsets, "AddOffsets", "add_offsets"} {
+		f := &KafkaFault{}
+		var ok bool
+		if f.api, ok = faultAPI(name); !ok {
+			t.Fatalf("faultAPI(%q) refused", name)
+		}
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.SetVersion(3)
+		if !f.matches(1, mustParse(t, add)) {
+			t.Errorf("%s: AddOffsetsToTxn v3 not matched", name)
+		}
+		for v, want := range map[int16]bool{3: false, 4: false, 5: true, 6: true} {
+			c := kmsg.NewPtrTxnOffsetCommitRequest()
+			c.SetVersion(v)
+			if got := f.matches(1, mustParse(t, c)); got != want {
+				t.Errorf("%s: TxnOffsetCommit v%d matched %v, want %v", name, v, got, want)
+			}
+		}
+		end := kmsg.NewPtrEndTxnRequest()
+		end.SetVersion(5)
+		if f.matches(1, mustParse(t, end)) {
+			t.Errorf("%s: EndTxn matched", name)
+		}
+	}
+	// The plain type keeps its meaning: addoffsetstotxn never matches a TxnOffsetCommit.
+	f := &KafkaFault{}
+	f.api, _ = faultAPI("addoffsetstotxn")
+	c := kmsg.NewPtrTxnOffsetCommitRequest()
+	c.SetVersion(5)
+	if f.matches(1, mustParse(t, c)) {
+		t.Error("addoffsetstotxn matched a TxnOffsetCommit v5")
+	}
+	if KafkaFaultAPI("add-offsetz") {
+		t.Error("KafkaFaultAPI accepted add-offsetz")
+	}
+}
+
+func mustParse(t *testing.T, req kmsg.Request) *request {
+	t.Helper()
+	r, err := parseRequest(frameOf(req, 1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
