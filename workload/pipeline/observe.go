@@ -89,7 +89,12 @@ func (m *member) recordTxn(t *pipeline.ObservedTxn) {
 	ended := max(began, int64(t.Ended.Sub(wl.start)))
 	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: began, Process: m.process, Member: m.name, Kind: history.KindTxn,
 		Args: history.Args{Pipe: args}})
-	wl.completeTxn(history.Event{ID: op, Time: ended}, t.Result, len(t.Inputs), nil)
+	// The transaction's EndTxn went out before the member reported it, through the member's
+	// gateway, which tells the version of each (Config.TxnVersion): the last one seen is
+	// this transaction's or a later one's, and a client's version does not change mid-run.
+	wl.completeTxn(history.Event{ID: op, Time: ended}, t.Result, len(t.Inputs), func(r *history.PipeResult) {
+		r.TxnVersion = int(m.txnVersion.Load())
+	})
 }
 
 // obsKey names a self-driven member's transaction: its ref and number.

@@ -21,6 +21,7 @@ import (
 	"github.com/fencecheck/fencecheck/checker/history"
 	"github.com/fencecheck/fencecheck/cluster/embedded"
 	"github.com/fencecheck/fencecheck/internal/units"
+	"github.com/fencecheck/fencecheck/transport"
 	pipe "github.com/fencecheck/fencecheck/transport/pipeline"
 	"github.com/fencecheck/fencecheck/workload/pipeline"
 )
@@ -512,4 +513,51 @@ func newCluster(t *testing.T) (context.Context, *slog.Logger, *embedded.Cluster)
 	}
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return ctx, log, c
+}
+
+// TestSelfDrivenTxnRecordsItsTransactionVersion: a self-driven member's transactions come
+// after the fact, with no call to bracket them, but its gateway still tells the workload the
+// version of each EndTxn it sends: the committed transaction it reports records the version
+// of the last one, as a driven member's does its own.
+func TestSelfDrivenTxnRecordsItsTransactionVersion(t *testing.T) {
+	newMember := func(_ context.Context, cfg pipe.Config) (pipe.Member, error) {
+		return &reportingMember{cfg: cfg}, nil
+	}
+	h, _ := runOpts(t, pipeline.Config{Member: "plain", Processes: 1, Members: 1, Partitions: 1},
+		pipeline.Options{NewMember: newMember, Member: "exec:self-driven"}, 500*time.Millisecond, nil)
+	var txns int
+	for _, op := range h.All() {
+		if op.Kind != history.KindTxn {
+			continue
+		}
+		txns++
+		if op.Type != history.TypeOK || op.Result.Pipe == nil || op.Result.Pipe.TxnVersion != 2 {
+			t.Errorf("txn %+v, result %+v: want ok with transaction version 2", op, op.Result.Pipe)
+		}
+	}
+	if txns != 1 {
+		t.Fatalf("%d txn operations, want the one the member reported", txns)
+	}
+}
+
+// reportingMember is a self-driven member whose client sent one EndTxn of transaction
+// version 2 and reports one committed transaction of input offset 0, once.
+type reportingMember struct {
+	selfDrivenMember
+	cfg  pipe.Config
+	done bool
+}
+
+func (m *reportingMember) Observe(ctx context.Context) pipe.Observation {
+	if m.done {
+		<-ctx.Done()
+		return pipe.Observation{}
+	}
+	m.done = true
+	m.cfg.TxnVersion(2) // the gateway saw its EndTxn
+	now := time.Now()
+	return pipe.Observation{Events: []pipe.Event{{Txn: &pipe.ObservedTxn{Ref: "r", Number: 1,
+		TransactionalID: m.cfg.TransactionalID, MemberID: "m", Generation: 1,
+		Inputs: []pipe.Record{{Partition: 0, Offset: 0}}, Offsets: map[int32]int64{0: 1}, Outputs: 1,
+		Began: now.Add(-time.Millisecond), Ended: now, Result: pipe.Result{Outcome: transport.OK}}}}}
 }
