@@ -350,9 +350,9 @@ func holdRejoin(c *kfake.Cluster, oldID string, a *kgo.Client) (synced, polled c
 	return synced, polled
 }
 
-// seedRecords writes n records, valued 0 to n-1, to partition 0 of topic on c, and returns the
-// client that wrote them, closed when the test ends.
-func seedRecords(t *testing.T, ctx context.Context, c *kfake.Cluster, topic string, n int) *kgo.Client {
+// seedRecords writes n records, valued 0 to n-1, to each of topic's partitions on c (partition
+// 0 when none is named), and returns the client that wrote them, closed when the test ends.
+func seedRecords(t *testing.T, ctx context.Context, c *kfake.Cluster, topic string, n int, partitions ...int32) *kgo.Client {
 	t.Helper()
 	seed, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
@@ -360,9 +360,14 @@ func seedRecords(t *testing.T, ctx context.Context, c *kfake.Cluster, topic stri
 		t.Fatal(err)
 	}
 	t.Cleanup(seed.Close)
-	for i := range n {
-		if err := seed.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
+	if len(partitions) == 0 {
+		partitions = []int32{0}
+	}
+	for _, p := range partitions {
+		for i := range n {
+			if err := seed.ProduceSync(ctx, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return seed
