@@ -19,7 +19,9 @@ import (
 // "kgo-1222-abort-rewind"): a GroupTransactSession whose transaction a rebalance aborted polled
 // next from where it had read before the abort, not from the committed offset, so the records
 // of the aborted transaction were never processed. The mechanism, fixed in franz-go v1.21.4
-// (commit 0fec98de) and so absent from v1.22.3: a partition whose leader moved has a pending
+// (commit 0fec98de) and again by v1.22.3's SetOffsets rework (#1524), so absent from the
+// v1.22.3 fencecheck uses (the entry says how the test fails on a copy of kgo with both fixes
+// reverted): a partition whose leader moved has a pending
 // leader-epoch validation, carrying the cursor's position at the move; End's rewind after the
 // abort (kgo's setOffsets) set the cursor to the committed offset but kept that validation, whose
 // completion then put the cursor back to the position it carried. The interleaving, made
