@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +17,7 @@ import (
 	"github.com/fencecheck/fencecheck/transport"
 )
 
-// TestSessionRewindBeatsPendingValidation is the regression of franz-go #1222 (docs/regressions.md,
+// TestRewindBeatsPendingValidation is the regression of franz-go #1222 (docs/regressions.md,
 // "kgo-1222-abort-rewind"): a GroupTransactSession whose transaction a rebalance aborted polled
 // next from where it had read before the abort, not from the committed offset, so the records
 // of the aborted transaction were never processed. The mechanism, fixed in franz-go v1.21.4
@@ -25,7 +27,7 @@ import (
 // leader-epoch validation, carrying the cursor's position at the move; End's rewind after the
 // abort (kgo's setOffsets) set the cursor to the committed offset but kept that validation, whose
 // completion then put the cursor back to the position it carried. The interleaving, made
-// deterministic on kfake with fencecheck's session member:
+// deterministic on kfake with fencecheck's members (subtest session):
 //
 //  1. Member a owns both input partitions, commits a first record of each, and polls the next
 //     five of each without transacting them: its position is five past the committed offset.
@@ -42,7 +44,20 @@ import (
 // a's next records of the partition it kept must start at the committed offset. The window is
 // shown reached on every run: the test requires the kept partition's validation to have been
 // refused before the rebalance, and refuses every validation until the abort has returned.
-func TestSessionRewindBeatsPendingValidation(t *testing.T) {
+//
+// Subtest plain runs the plain member through the same rewind, which it does itself with
+// SetOffsets after any transaction that did not commit: its rebalance would wait for the held
+// batch (kgo.BlockRebalanceOnPoll) and not abort it, so there is no b, and a's transaction fails
+// for want of outputs; a keeps both partitions, and both must start again at their committed
+// offsets.
+func TestRewindBeatsPendingValidation(t *testing.T) {
+	for _, kind := range []string{KindSession, KindPlain} {
+		t.Run(kind, func(t *testing.T) { rewindScenario(t, kind) })
+	}
+}
+
+// rewindScenario runs TestRewindBeatsPendingValidation's interleaving with a member of kind.
+func rewindScenario(t *testing.T, kind string) {
 	const input, output, group = "in", "out", "g"
 	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, input, output),
 		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "500"}))
@@ -78,7 +93,7 @@ func TestSessionRewindBeatsPendingValidation(t *testing.T) {
 		}
 		return os
 	}
-	pollSome := func(m *session) Batch {
+	pollSome := func(m Member) Batch {
 		t.Helper()
 		for {
 			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -94,7 +109,7 @@ func TestSessionRewindBeatsPendingValidation(t *testing.T) {
 	}
 
 	// 1. a commits the first record of each partition, then polls the next five of each.
-	a, err := newSession(ctx, cfg("a"))
+	a, err := New(ctx, kind, cfg("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,49 +186,57 @@ func TestSessionRewindBeatsPendingValidation(t *testing.T) {
 		return refused[0] > 0 && refused[1] > 0
 	})
 
-	// 3. b joins and takes one partition.
-	b, err := newSession(ctx, cfg("b"))
-	if err != nil {
-		t.Fatal(err)
+	// 3. b joins and takes one partition (session only).
+	kept := both
+	outputs := outs(held)
+	if kind == KindSession {
+		b, err := New(ctx, KindSession, cfg("b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		await(t, ctx, "b assigned a partition", func() bool { f := bStarts.Load(); return f != nil && len(f.Starts) > 0 })
+		for p := range bStarts.Load().Starts {
+			kept = []int32{1 - p}
+		}
+		t.Logf("b assigned %v; a keeps partition %v", bStarts.Load().Starts, kept)
+	} else {
+		outputs = nil // the plain member's transaction fails at once, and it rewinds
 	}
-	defer b.Close()
-	await(t, ctx, "b assigned a partition", func() bool { f := bStarts.Load(); return f != nil && len(f.Starts) > 0 })
-	var kept int32
-	for p := range bStarts.Load().Starts {
-		kept = 1 - p
-	}
-	t.Logf("b assigned %v; a keeps partition %d", bStarts.Load().Starts, kept)
 
-	// 4. a's transaction: aborted by the rebalance, rewound with the validation pending.
-	res := a.Transact(ctx, held, outs(held))
+	// 4. a's transaction does not commit; a rewinds with the validations pending.
+	res := a.Transact(ctx, held, outputs)
 	mu.Lock()
-	pending := refused[kept]
+	pending := maps.Clone(refused)
 	release.Store(true)
 	mu.Unlock()
-	if res.Outcome == transport.OK {
-		t.Fatalf("precondition: a committed offsets %v after the rebalance took a partition", held.Offsets())
+	if res.Outcome == transport.OK || res.Restart {
+		t.Fatalf("precondition: a's transaction of offsets up to %v: %v %v, restart %v", held.Offsets(), res.Outcome, res.Err, res.Restart)
 	}
-	t.Logf("a's transaction: %v %v; the kept partition's validation was refused %d times before the rewind", res.Outcome, res.Err, pending)
+	t.Logf("a's transaction: %v %v; validations refused before the rewind: %v", res.Outcome, res.Err, pending)
 
 	// 5. The validations go through.
-	var again []Record
-	for len(again) == 0 {
+	again := map[int32][]Record{}
+	for len(again) < len(kept) {
 		for _, r := range pollSome(a).Records {
-			if r.Partition == kept {
-				again = append(again, r)
+			if slices.Contains(kept, r.Partition) {
+				again[r.Partition] = append(again[r.Partition], r)
 			}
 		}
 	}
 	mu.Lock()
-	t.Logf("a polled offsets %d..%d of partition %d after the abort; validations answered since: %d",
-		again[0].Offset, again[len(again)-1].Offset, kept, answered[kept])
+	t.Logf("validations answered after the rewind: %v", answered)
 	mu.Unlock()
-	switch at, want := again[0].Offset, committed[kept]; {
-	case at > want:
-		t.Errorf("after the abort a polled partition %d from offset %d, not from its committed offset %d: "+
-			"offsets %d..%d of the aborted transaction are never processed (franz-go #1222)", kept, at, want, want, at-1)
-	case at < want:
-		t.Errorf("after the abort a polled partition %d from offset %d, below its committed offset %d: "+
-			"offsets %d..%d are processed twice", kept, at, want, at, want-1)
+	for _, p := range kept {
+		rs := again[p]
+		t.Logf("a polled offsets %d..%d of partition %d after the rewind", rs[0].Offset, rs[len(rs)-1].Offset, p)
+		switch at, want := rs[0].Offset, committed[p]; {
+		case at > want:
+			t.Errorf("after the rewind a polled partition %d from offset %d, not from its committed offset %d: "+
+				"offsets %d..%d of the transaction that did not commit are never processed (franz-go #1222)", p, at, want, want, at-1)
+		case at < want:
+			t.Errorf("after the rewind a polled partition %d from offset %d, below its committed offset %d: "+
+				"offsets %d..%d are processed twice", p, at, want, at, want-1)
+		}
 	}
 }
