@@ -42,8 +42,9 @@ import (
 //     were written after the move, so the answer is the new epoch's first offset, as Kafka's).
 //
 // a's next records of the partition it kept must start at the committed offset. The window is
-// shown reached on every run: the test requires the kept partition's validation to have been
-// refused before the rebalance, and refuses every validation until the abort has returned.
+// shown reached on every run: the test requires each partition's validation to have been
+// refused before the rebalance, and refuses every validation until the transaction, rewind
+// included, has returned.
 //
 // Subtest plain runs the plain member through the same rewind, which it does itself with
 // SetOffsets after any transaction that did not commit: its rebalance would wait for the held
