@@ -33,7 +33,11 @@ import (
 // polled batch, so GroupMetadata can name a generation under which the member does not own
 // the records it polled (docs/regressions.md, "rejoin-stale-generation": the rejoin after a
 // JoinGroup answered UNKNOWN_MEMBER_ID). kafka-clients has no such window: the generation moves only
-// inside poll(), which drops revoked partitions' records before it returns.
+// inside poll(), which drops revoked partitions' records before it returns. Neither has kgo under
+// KIP-848, where the batch carries GroupMetadata read after the poll: kgo gives its whole
+// assignment up before it joins again after a fence, and the coordinator keeps a member's epoch
+// while a partition it takes away is still listed by the member (same entry,
+// TestKgoConsumerFenceDropsOldAssignment).
 type plain struct {
 	cfg Config
 	cl  *kgo.Client

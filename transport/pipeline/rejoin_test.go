@@ -350,9 +350,9 @@ func holdRejoin(c *kfake.Cluster, oldID string, a *kgo.Client) (synced, polled c
 	return synced, polled
 }
 
-// seedRecords writes n records, valued 0 to n-1, to partition 0 of topic on c, and returns the
-// client that wrote them, closed when the test ends.
-func seedRecords(t *testing.T, ctx context.Context, c *kfake.Cluster, topic string, n int) *kgo.Client {
+// seedRecords writes n records, valued 0 to n-1, to each of topic's partitions on c (partition
+// 0 when none is named), and returns the client that wrote them, closed when the test ends.
+func seedRecords(t *testing.T, ctx context.Context, c *kfake.Cluster, topic string, n int, partitions ...int32) *kgo.Client {
 	t.Helper()
 	seed, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableClientMetrics())
@@ -360,10 +360,125 @@ func seedRecords(t *testing.T, ctx context.Context, c *kfake.Cluster, topic stri
 		t.Fatal(err)
 	}
 	t.Cleanup(seed.Close)
-	for i := range n {
-		if err := seed.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
+	if len(partitions) == 0 {
+		partitions = []int32{0}
+	}
+	for _, p := range partitions {
+		for i := range n {
+			if err := seed.ProduceSync(ctx, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return seed
+}
+
+// TestKgoConsumerFenceDropsOldAssignment pins the KIP-848 side of "rejoin-stale-generation"
+// (docs/regressions.md): under the consumer protocol kgo gives its whole assignment up before it
+// joins again after the coordinator fenced or forgot it, so once a newer member epoch is stored
+// no cursor or buffered record of the old assignment is left for a poll to return. The
+// interleaving of TestKgoRejoinKeepsLostPartition, under the consumer protocol:
+//
+//  1. Member a owns the one partition and holds a polled batch (kgo.BlockRebalanceOnPoll), the
+//     rest of the partition's records buffered behind it.
+//  2. The test answers a's heartbeats itself (standing for heartbeats that do not reach the
+//     coordinator), so the coordinator removes a at its session timeout; b joins and is given
+//     the partition.
+//  3. a's heartbeats reach the coordinator again and are refused; a allows the rebalance. kgo's
+//     abandonAssignment calls OnPartitionsLost and invalidates every cursor and buffered fetch,
+//     and only then does a join again, as a new member with a newer epoch and nothing assigned.
+//
+// Then nothing of the partition must be buffered and a poll must return none of its records.
+// The test fails if franz-go ever keeps the old cursors across that rejoin, as its classic path
+// does (TestKgoRejoinKeepsLostPartition): then the plain member must stamp its batches under
+// KIP-848 as it does under the classic protocol.
+func TestKgoConsumerFenceDropsOldAssignment(t *testing.T) {
+	const topic, group = "in", "g"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic),
+		kfake.BrokerConfigs(map[string]string{"group.consumer.session.timeout.ms": "1500", "group.consumer.heartbeat.interval.ms": "500"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	seedRecords(t, ctx, c, topic, 20)
+	opts := func(more ...kgo.Opt) []kgo.Opt {
+		return append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.DisableClientMetrics(),
+			kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+			kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer())}, more...)
+	}
+
+	// 1. a owns the partition and holds a batch.
+	var lost atomic.Int32
+	a, err := kgo.NewClient(opts(kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) { lost.Add(1) }))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.CloseAllowingRebalance()
+	var first []*kgo.Record
+	for len(first) == 0 {
+		if first = a.PollRecords(ctx, 5).Records(); len(first) == 0 {
+			if ctx.Err() != nil {
+				t.Fatal("no records polled")
+			}
+			a.AllowRebalance()
+		}
+	}
+	oldID, oldEpoch := a.GroupMetadata()
+	await(t, ctx, "a buffers the records after its batch", func() bool { return a.BufferedFetchRecords() > 0 })
+	t.Logf("a polled offsets %d..%d as %s, epoch %d; %d records buffered behind them",
+		first[0].Offset, first[len(first)-1].Offset, oldID, oldEpoch, a.BufferedFetchRecords())
+
+	// 2. a's heartbeats are answered by the test; b joins and takes the partition.
+	var swallow atomic.Bool
+	swallow.Store(true)
+	c.ControlKey(int16(kmsg.ConsumerGroupHeartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
+		if req.MemberID != oldID || !swallow.Load() {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.Version = req.Version
+		resp.MemberID = &oldID
+		resp.MemberEpoch = oldEpoch
+		resp.HeartbeatIntervalMillis = 500
+		return resp, nil, true
+	})
+	var bOwns atomic.Bool
+	b, err := kgo.NewClient(opts(kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		if len(m[topic]) > 0 {
+			bOwns.Store(true)
+		}
+	}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	await(t, ctx, "b assigned the partition", bOwns.Load)
+	bID, bEpoch := b.GroupMetadata()
+	t.Logf("b assigned the partition as %s, epoch %d", bID, bEpoch)
+
+	// 3. a's heartbeats reach the coordinator again; a gives its batch up and rejoins.
+	swallow.Store(false)
+	a.AllowRebalance()
+	await(t, ctx, "a rejoins", func() bool {
+		id, epoch := a.GroupMetadata()
+		return lost.Load() > 0 && epoch > 0 && (id != oldID || epoch > oldEpoch)
+	})
+	newID, newEpoch := a.GroupMetadata()
+	if newEpoch <= oldEpoch {
+		t.Fatalf("precondition: a rejoined as %s at epoch %d, not after its epoch %d", newID, newEpoch, oldEpoch)
+	}
+	buffered := a.BufferedFetchRecords()
+	// A nil context is kgo's way to take what is buffered without waiting.
+	stale := a.PollRecords(nil, 5).Records() //nolint:staticcheck // SA1012: kgo documents nil
+	a.AllowRebalance()
+	t.Logf("a rejoined as %s, epoch %d; %d records buffered, %d returned by a poll", newID, newEpoch, buffered, len(stale))
+	if n := buffered; n != 0 || len(stale) > 0 {
+		t.Errorf("after its rejoin as %s, epoch %d, a still has %d records of the partition b owns buffered and a poll returned %d: "+
+			"franz-go keeps the old assignment across a KIP-848 rejoin; update docs/regressions.md", newID, newEpoch, n, len(stale))
+	}
 }
