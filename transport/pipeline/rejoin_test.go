@@ -96,42 +96,11 @@ func rejoinScenario(t *testing.T, flaw string) rejoined {
 
 	var bFetched atomic.Pointer[Fetch]
 	cfg := func(id string) Config {
-		conn := transport.NewConfig(c.ListenAddrs()[0], 10*time.Second)
-		conn.RequestTimeout = 5 * time.Second
-		cfg := Config{Conn: conn, Group: group, Input: input, Output: output, TransactionalID: group + "/" + id,
-			// Heartbeats every 2 s; a rebalance waits 3 s for a member to rejoin (and a
-			// member that joined 3 s to sync).
-			SessionTimeout: 6 * time.Second, RebalanceTimeout: 3 * time.Second, MaxPoll: 5}
-		if id == "b" {
-			cfg.Fetched = func(f Fetch) { bFetched.Store(&f) }
-		}
-		cfg, err := cfg.withDefaults()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+		// Heartbeats every 2 s; a rebalance waits 3 s for a member to rejoin (and a member
+		// that joined 3 s to sync).
+		return memberConfig(t, c, group, input, output, id, 6*time.Second, 5, &bFetched)
 	}
-	outs := func(b Batch, member string) []Output {
-		var os []Output
-		for _, r := range b.Records {
-			os = append(os, Output{Partition: r.Partition, Value: fmt.Appendf(nil, "%d/%d/%s", r.Partition, r.Offset, member)})
-		}
-		return os
-	}
-	pollSome := func(m *plain) Batch {
-		t.Helper()
-		for {
-			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-			b, err := m.Poll(pctx)
-			pcancel()
-			if len(b.Records) > 0 {
-				return b
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("no records polled: %v", err)
-			}
-		}
-	}
+	outs := func(b Batch, member string) []Output { return outputsOf(b, "/"+member) }
 
 	// 1. a owns the partition and holds a batch.
 	a, err := newPlain(ctx, cfg("a"), flaw)
@@ -139,7 +108,7 @@ func rejoinScenario(t *testing.T, flaw string) rejoined {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	first := pollSome(a)
+	first := pollSome(t, ctx, a)
 	oldID, oldGen := first.MemberID, first.Generation
 	t.Logf("a polled offsets %d..%d as %s, generation %d", first.Records[0].Offset, first.Records[len(first.Records)-1].Offset, oldID, oldGen)
 
@@ -169,14 +138,14 @@ func rejoinScenario(t *testing.T, flaw string) rejoined {
 	}
 
 	// 4. a polls the partition it is losing, its SyncGroup held.
-	stale := pollSome(a)
+	stale := pollSome(t, ctx, a)
 	close(polled)
 	t.Logf("a polled offsets %d..%d while rejoined as %s, generation %d; the batch is stamped %s, generation %d",
 		stale.Records[0].Offset, stale.Records[len(stale.Records)-1].Offset, newID, newGen, stale.MemberID, stale.Generation)
 
 	// b copies the records.
 	for done := false; !done; {
-		bb := pollSome(b)
+		bb := pollSome(t, ctx, b)
 		res := b.Transact(ctx, bb, outs(bb, "b"))
 		done = res.Outcome == transport.OK && bb.Records[0].Offset <= stale.Records[0].Offset
 		t.Logf("b: offsets %d..%d, generation %d: %v %v", bb.Records[0].Offset, bb.Records[len(bb.Records)-1].Offset, bb.Generation, res.Outcome, res.Err)
@@ -187,6 +156,70 @@ func rejoinScenario(t *testing.T, flaw string) rejoined {
 }
 
 // await polls cond until it holds or ctx ends.
+// memberConfig is the configuration of test member id ("a", "b", ...) of group on kfake
+// cluster c, copying input to output: transactional id group/id, request timeout 5 s, the
+// rebalance timeout 3 s, the session timeout and most records a poll as given. Member b's
+// offset fetches are stored in bFetched.
+func memberConfig(t *testing.T, c *kfake.Cluster, group, input, output, id string, session time.Duration, maxPoll int, bFetched *atomic.Pointer[Fetch]) Config {
+	t.Helper()
+	conn := transport.NewConfig(c.ListenAddrs()[0], 10*time.Second)
+	conn.RequestTimeout = 5 * time.Second
+	cfg := Config{Conn: conn, Group: group, Input: input, Output: output, TransactionalID: group + "/" + id,
+		SessionTimeout: session, RebalanceTimeout: 3 * time.Second, MaxPoll: maxPoll}
+	if id == "b" {
+		cfg.Fetched = func(f Fetch) { bFetched.Store(&f) }
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// outputsOf returns an output for each record of b, on its partition, valued
+// "partition/offset" and then suffix.
+func outputsOf(b Batch, suffix string) []Output {
+	var os []Output
+	for _, r := range b.Records {
+		os = append(os, Output{Partition: r.Partition, Value: fmt.Appendf(nil, "%d/%d%s", r.Partition, r.Offset, suffix)})
+	}
+	return os
+}
+
+// pollSome polls m until it returns records, failing t when ctx ends first.
+func pollSome(t *testing.T, ctx context.Context, m Member) Batch {
+	t.Helper()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		b, err := m.Poll(pctx)
+		pcancel()
+		if len(b.Records) > 0 {
+			return b
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no records polled: %v", err)
+		}
+	}
+}
+
+// joinOwner starts kgo client b with opts and returns it once the group assigned it some
+// partition of topic.
+func joinOwner(t *testing.T, ctx context.Context, topic string, opts func(...kgo.Opt) []kgo.Opt) *kgo.Client {
+	t.Helper()
+	var owns atomic.Bool
+	b, err := kgo.NewClient(opts(kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		if len(m[topic]) > 0 {
+			owns.Store(true)
+		}
+	}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	await(t, ctx, "b assigned the partition", owns.Load)
+	return b
+}
+
 func await(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -252,17 +285,7 @@ func TestKgoRejoinKeepsLostPartition(t *testing.T) {
 
 	synced, polled := holdRejoin(c, oldID, a)
 
-	var bOwns atomic.Bool
-	b, err := kgo.NewClient(opts(kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-		if len(m[topic]) > 0 {
-			bOwns.Store(true)
-		}
-	}))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	await(t, ctx, "b assigned the partition", bOwns.Load)
+	b := joinOwner(t, ctx, topic, opts)
 	bID, bGen := b.GroupMetadata()
 	t.Logf("b assigned the partition as %s, generation %d", bID, bGen)
 
@@ -447,17 +470,7 @@ func TestKgoConsumerFenceDropsOldAssignment(t *testing.T) {
 		resp.HeartbeatIntervalMillis = 500
 		return resp, nil, true
 	})
-	var bOwns atomic.Bool
-	b, err := kgo.NewClient(opts(kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-		if len(m[topic]) > 0 {
-			bOwns.Store(true)
-		}
-	}))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	await(t, ctx, "b assigned the partition", bOwns.Load)
+	b := joinOwner(t, ctx, topic, opts)
 	bID, bEpoch := b.GroupMetadata()
 	t.Logf("b assigned the partition as %s, epoch %d", bID, bEpoch)
 

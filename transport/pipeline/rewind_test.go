@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -73,41 +72,10 @@ func rewindScenario(t *testing.T, kind string) {
 
 	var bStarts atomic.Pointer[Fetch]
 	cfg := func(id string) Config {
-		conn := transport.NewConfig(c.ListenAddrs()[0], 10*time.Second)
-		conn.RequestTimeout = 5 * time.Second
-		cfg := Config{Conn: conn, Group: group, Input: input, Output: output, TransactionalID: group + "/" + id,
-			// Heartbeats every second: a rebalance reaches a quickly.
-			SessionTimeout: 3 * time.Second, RebalanceTimeout: 3 * time.Second, MaxPoll: 10}
-		if id == "b" {
-			cfg.Fetched = func(f Fetch) { bStarts.Store(&f) }
-		}
-		cfg, err := cfg.withDefaults()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+		// Heartbeats every second: a rebalance reaches a quickly.
+		return memberConfig(t, c, group, input, output, id, 3*time.Second, 10, &bStarts)
 	}
-	outs := func(b Batch) []Output {
-		var os []Output
-		for _, r := range b.Records {
-			os = append(os, Output{Partition: r.Partition, Value: fmt.Appendf(nil, "%d/%d", r.Partition, r.Offset)})
-		}
-		return os
-	}
-	pollSome := func(m Member) Batch {
-		t.Helper()
-		for {
-			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-			b, err := m.Poll(pctx)
-			pcancel()
-			if len(b.Records) > 0 {
-				return b
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("no records polled: %v", err)
-			}
-		}
-	}
+	outs := func(b Batch) []Output { return outputsOf(b, "") }
 
 	// 1. a commits the first record of each partition, then polls the next five of each.
 	a, err := New(ctx, kind, cfg("a"))
@@ -117,7 +85,7 @@ func rewindScenario(t *testing.T, kind string) {
 	defer a.Close()
 	committed := map[int32]int64{}
 	for len(committed) < len(both) {
-		b := pollSome(a)
+		b := pollSome(t, ctx, a)
 		if res := a.Transact(ctx, b, outs(b)); res.Outcome != transport.OK {
 			t.Fatalf("a's first transaction: %v %v", res.Outcome, res.Err)
 		}
@@ -128,7 +96,7 @@ func rewindScenario(t *testing.T, kind string) {
 	seedRecords(t, ctx, c, input, 5, both...)
 	var held Batch
 	for polled := held.Offsets(); polled[0] < committed[0]+5 || polled[1] < committed[1]+5; polled = held.Offsets() {
-		held.Records = append(held.Records, pollSome(a).Records...)
+		held.Records = append(held.Records, pollSome(t, ctx, a).Records...)
 	}
 	t.Logf("a committed %v and holds offsets up to %v", committed, held.Offsets())
 
@@ -219,7 +187,7 @@ func rewindScenario(t *testing.T, kind string) {
 	// 5. The validations go through.
 	again := map[int32][]Record{}
 	for len(again) < len(kept) {
-		for _, r := range pollSome(a).Records {
+		for _, r := range pollSome(t, ctx, a).Records {
 			if slices.Contains(kept, r.Partition) {
 				again[r.Partition] = append(again[r.Partition], r)
 			}
