@@ -104,6 +104,9 @@ type member struct {
 	// offsets (history time; 0 before). Set from the pause point, which an exec member's
 	// gateway calls from its own goroutine.
 	offsetsAt atomic.Int64
+	// assignedAt is when the member in hand was first given partitions (unix nanoseconds; 0:
+	// not yet): its first assignment's offset fetch. Config.Restart times its stay from it.
+	assignedAt atomic.Int64
 	// txnVersion is the transaction version of the last EndTxn the member sent in the
 	// transaction in flight, as its gateway saw it (0: none seen).
 	txnVersion atomic.Int64
@@ -589,6 +592,9 @@ func (m *member) fetched(f pipeline.Fetch) {
 	if !f.Rewind {
 		// A rewind fetches what the member thought it held; an assignment's fetch is what
 		// the group just gave it.
+		if len(starts) > 0 {
+			m.assignedAt.CompareAndSwap(0, time.Now().UnixNano())
+		}
 		m.mu.Lock()
 		for _, s := range starts {
 			m.held[s.Partition] = now
@@ -616,8 +622,15 @@ func (m *member) run(ctx context.Context) {
 			m.stop(mb)
 		}
 	}()
-	restartAt := m.nextRestart()
-	leaving := false // the member left with Config.Restart; the next one is timed from its start
+	// With Config.Restart a member's time in the group runs from its first assignment (the
+	// first fetch of offsets the group gave it), not from its start: a Kafka Streams member
+	// takes its assignment seconds after it starts, once its group has formed, and one timed
+	// from its start left before it had copied anything, so no partition ever moved between
+	// members that had. A member with no assignment assignWait after its start is timed from
+	// then. The member New started is timed from the run's start at the earliest.
+	var restartAt time.Time // zero: not timed yet
+	started := time.Now()   // the member in hand's start
+	leaving := false        // the member left with Config.Restart
 	for ctx.Err() == nil {
 		if mb == nil {
 			var err error
@@ -632,13 +645,25 @@ func (m *member) run(ctx context.Context) {
 				continue
 			}
 			if leaving {
-				// The next member's time in the group runs from its start: an exec adapter's
-				// member boots a runtime first (a JVM took seconds), and one timed from the
-				// last member's leaving was due to leave again before its first poll.
-				leaving, restartAt = false, m.nextRestart()
+				// Its time in the group runs from its own assignment, not from the last
+				// member's leaving: an exec adapter's member boots a runtime first (a JVM
+				// took seconds).
+				leaving, restartAt, started = false, time.Time{}, time.Now()
+			}
+		}
+		if wl.cfg.Restart > 0 && restartAt.IsZero() {
+			if at := m.assignedAt.Load(); at != 0 {
+				from := time.Unix(0, at)
+				if from.Before(started) {
+					from = started // assigned before the run's clock: timed from the run's start
+				}
+				restartAt = m.nextRestart(from)
+			} else if waited := time.Since(started); waited >= assignWait {
+				restartAt = m.nextRestart(started.Add(assignWait))
 			}
 		}
 		if !restartAt.IsZero() && time.Now().After(restartAt) {
+			m.assignedAt.Store(0) // the next member's own assignment times it
 			m.stop(mb)
 			mb, leaving = nil, true
 			wl.stats.restarts.Add(1)
@@ -682,13 +707,16 @@ func (m *member) run(ctx context.Context) {
 	}
 }
 
-// nextRestart is when m leaves the group next with Config.Restart, zero without.
-func (m *member) nextRestart() time.Time {
-	if m.wl.cfg.Restart <= 0 {
-		return time.Time{}
-	}
+// assignWait bounds how long a member's time in the group (Config.Restart) waits for its
+// first assignment before it runs anyway: a member the group gives nothing (more members than
+// partitions, a group that never settles) still leaves now and then.
+const assignWait = 30 * time.Second
+
+// nextRestart is when m leaves the group with Config.Restart, having been in it since from:
+// half to one and a half mean intervals later.
+func (m *member) nextRestart(from time.Time) time.Time {
 	mean := m.wl.cfg.Restart.D()
-	return time.Now().Add(mean/2 + time.Duration(m.rng.Int64N(int64(mean))))
+	return from.Add(mean/2 + time.Duration(m.rng.Int64N(int64(mean))))
 }
 
 // transactions returns the batches b is copied in, one transaction each: b itself, or with a

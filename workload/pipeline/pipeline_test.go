@@ -294,7 +294,8 @@ func (c closeCounter) Close() {
 }
 
 // TestRestartTimesAMemberFromItsStart: with Config.Restart, a new member's time in the group
-// runs from its start, not from its predecessor's leaving. A member that takes as long to
+// runs from its own start (from its first assignment, which comes after it:
+// TestRestartTimesAMemberFromItsAssignment), not from its predecessor's leaving. A member that takes as long to
 // start as its mean time in the group (an exec adapter's JVM under load) still polls before it
 // leaves: timed from the leaving, every member after the first would leave before its first
 // poll.
@@ -560,4 +561,53 @@ func (m *reportingMember) Observe(ctx context.Context) pipe.Observation {
 		TransactionalID: m.cfg.TransactionalID, MemberID: "m", Generation: 1,
 		Inputs: []pipe.Record{{Partition: 0, Offset: 0}}, Offsets: map[int32]int64{0: 1}, Outputs: 1,
 		Began: now.Add(-time.Millisecond), Ended: now, Result: pipe.Result{Outcome: transport.OK}}}}}
+}
+
+// TestRestartTimesAMemberFromItsAssignment: with Config.Restart a member's time in the group
+// runs from its first assignment, not from its start. A Kafka Streams member takes its
+// assignment seconds after it starts (its group forms first), and pipeline-steady replaced
+// each one before that, so no partition moved between members that had copied anything. Here
+// each member is assigned its partition 1 s after it starts, and stays 100–300 ms on average
+// (Restart 200 ms): every member the workload replaced must have had its assignment first.
+func TestRestartTimesAMemberFromItsAssignment(t *testing.T) {
+	const assignAfter = time.Second
+	var mu sync.Mutex
+	var members []*lateMember
+	newMember := func(_ context.Context, cfg pipe.Config) (pipe.Member, error) {
+		m := &lateMember{started: time.Now()}
+		time.AfterFunc(assignAfter, func() {
+			m.assigned.Store(time.Now().UnixNano())
+			cfg.Fetched(pipe.Fetch{Starts: map[int32]int64{0: 0}, MemberID: cfg.Label, Generation: 1})
+		})
+		mu.Lock()
+		members = append(members, m)
+		mu.Unlock()
+		return m, nil
+	}
+	_, stats := runOpts(t, pipeline.Config{Member: "plain", Processes: 1, Members: 1, Partitions: 1, Restart: units.Duration(200 * time.Millisecond)},
+		pipeline.Options{NewMember: newMember, Member: "exec:late"}, 3500*time.Millisecond, nil)
+	if stats.Restarts == 0 {
+		t.Fatal("no member was replaced: the test shows nothing")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, m := range members[:len(members)-1] { // the last one was stopped by the run's end
+		if stopped := m.stopped.Load(); m.assigned.Load() == 0 || stopped < m.assigned.Load() {
+			t.Errorf("member %d (of %d) was replaced %v after its start, before its assignment at %v", i+1, len(members),
+				time.Duration(stopped-m.started.UnixNano()), assignAfter)
+		}
+	}
+}
+
+// lateMember is a self-driven member assigned its partitions some time after its start; it
+// notes when it was assigned and when the workload stopped it.
+type lateMember struct {
+	selfDrivenMember
+	started           time.Time
+	assigned, stopped atomic.Int64 // unix nanoseconds; 0: not yet
+}
+
+func (m *lateMember) Stop() pipe.Observation {
+	m.stopped.CompareAndSwap(0, time.Now().UnixNano())
+	return pipe.Observation{}
 }
