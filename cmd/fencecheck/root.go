@@ -12,11 +12,16 @@ import (
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "fencecheck",
-		Short: "Chaos and conformance harness for a Kafka-backed lease transport",
+		Short: "Chaos and conformance harness for fencing on Kafka: lease transports and exactly-once pipelines",
 		Long: `fencecheck runs many lease-transport instances that register, acquire fencing tokens,
 renew leases and write fenced work on Kafka while faults cut, slow and kill broker links and
 brokers; it records every operation, checks the history for fencing safety and writes an HTML
 report and JUnit XML.
+
+It tests exactly-once pipelines the same way (scenarios named pipeline-*: poll, produce in a
+transaction, commit the input offsets with the group's metadata): members are frozen into
+zombies, the group rebalances, and the history is checked for loss, duplicates and zombie
+commits. Any client can be tested behind the exec protocol (--transport exec:...).
 
 Exit codes: 0 valid, 1 invalid (a guarantee was violated), 2 unknown or inconclusive,
 254 usage error, 255 harness error.`,
