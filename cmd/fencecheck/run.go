@@ -64,6 +64,8 @@ was found). Exit codes: 0 valid, 1 invalid, 2 unknown/inconclusive, 254 usage, 2
   fencecheck run chaos --count 10            # ten schedules
   fencecheck run chaos --seed 42 --repeat 5  # one schedule, five times
   fencecheck run kill-coordinator --cluster local --txn-version 1
+  fencecheck run pipeline-zombie             # an exactly-once pipeline whose member becomes a zombie
+  fencecheck run pipeline-zombie --cluster local --transport exec:adapters/java/fencecheck-java-adapter
   fencecheck run my-scenario.yaml
   fencecheck run runs/latest                 # that run again: its scenario as it ran, its seed and transport`,
 		RunE: func(c *cobra.Command, args []string) error {
