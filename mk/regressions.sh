@@ -96,7 +96,7 @@ fi
 
 if [ "$KAFKA" = 1 ]; then
 	# The torn transaction of a coordinator restarted within its broker session, per release
-	# (a three-broker cluster of its own, 75-100 s): the test passes while Kafka tears the
+	# (a three-broker cluster of its own, 80-125 s): the test passes while Kafka tears the
 	# transaction and fails once it comes out whole.
 	for v in $PROBE_RELEASES; do
 		echo "-- Kafka $v: torn transaction after the coordinator's restart"

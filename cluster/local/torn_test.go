@@ -46,7 +46,7 @@ const tornSessionTimeout = 60 * time.Second
 //
 // The test passes when the transaction is torn, as it is on an affected release, and fails
 // when it comes out whole (a fixed release, or a missed window, which the preconditions it
-// checks along the way tell apart). Its own three-broker cluster (75-100 s); a long test:
+// checks along the way tell apart). Its own three-broker cluster (80-125 s); a long test:
 // make regressions runs it on each release of PROBE_RELEASES. The release is
 // FENCECHECK_KAFKA_HOME's.
 func TestTornTxnAfterCoordinatorRestart(t *testing.T) {
