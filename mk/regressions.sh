@@ -13,7 +13,7 @@
 # Variables: KAFKA=0 runs only the kfake systems and skips the Go tests on Apache Kafka; RELEASES
 # the Kafka releases fetched first and of the per-release Go tests (KAFKA-20357, -20090; the
 # suite's own systems are in its file); PROBE_RELEASES those of the KAFKA-19690 and KAFKA-19999
-# probes (every release served); OUT (default runs/regressions); LOCK (default none).
+# probes and of the torn-transaction probe (every release served); OUT (default runs/regressions); LOCK (default none).
 set -u
 KAFKA=${KAFKA:-1}
 OUT=${OUT:-runs/regressions}
@@ -91,6 +91,18 @@ if [ "$KAFKA" = 1 ]; then
 		FENCECHECK_KAFKA_HOME="$HOME/.cache/fencecheck/kafka/$v" FENCECHECK_LONG=1 locked $GO test -tags kafka ./cluster/local \
 			-run 'TestProduceAfterTimeoutAbort|TestMarkerRetryAfterLostAnswer' -count 1 -v -timeout 15m 2>&1 |
 			grep -E 'markers_test.go|^(---|ok|FAIL)'
+	done
+fi
+
+if [ "$KAFKA" = 1 ]; then
+	# The torn transaction of a coordinator restarted within its broker session, per release
+	# (a three-broker cluster of its own, 80-125 s): the test passes while Kafka tears the
+	# transaction and fails once it comes out whole.
+	for v in $PROBE_RELEASES; do
+		echo "-- Kafka $v: torn transaction after the coordinator's restart"
+		FENCECHECK_KAFKA_HOME="$HOME/.cache/fencecheck/kafka/$v" FENCECHECK_LONG=1 locked $GO test -tags kafka ./cluster/local \
+			-run TestTornTxnAfterCoordinatorRestart -count 1 -v -timeout 10m 2>&1 |
+			grep -E 'torn_test.go|^(---|ok|FAIL)'
 	done
 fi
 
