@@ -194,7 +194,7 @@ func TestPipelineGridPlan(t *testing.T) {
 	}
 	perClient := map[string]int{}
 	for name := range columns {
-		for _, client := range []string{"java", "librdkafka", "sarama-group-id", "sarama", "kafkajs", "streams"} {
+		for _, client := range []string{"java", "librdkafka", "sarama-group-id", "sarama", "kafkajs", "streams", "krabka"} {
 			if strings.HasPrefix(name, client+"-") && (client != "sarama" || !strings.HasPrefix(name, "sarama-group-id")) {
 				perClient[client]++
 				break
@@ -202,7 +202,7 @@ func TestPipelineGridPlan(t *testing.T) {
 		}
 	}
 	// Both protocols on four 4.x clusters and classic on 3.9.2; classic only on five.
-	want := map[string]int{"java": 9, "librdkafka": 9, "sarama": 5, "sarama-group-id": 5, "kafkajs": 5, "streams": 5}
+	want := map[string]int{"java": 9, "librdkafka": 9, "sarama": 5, "sarama-group-id": 5, "kafkajs": 5, "streams": 5, "krabka": 5}
 	for client, n := range want {
 		if perClient[client] != n {
 			t.Errorf("%s has %d columns, want %d (%v)", client, perClient[client], n, perClient)

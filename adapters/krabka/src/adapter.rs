@@ -16,7 +16,7 @@ use tokio::time::{timeout_at, Instant};
 use crate::errors::{
     admin_code, admin_text, consumer_text, producer_kind, producer_sent_nothing, producer_text,
 };
-use crate::member::Member;
+use crate::member::{GroupMetadata, Member};
 use crate::protocol::{fail, kind, unknown, Answer, CallError, Config, Read, Request, Token, Write};
 
 /// The krabka version this adapter is built on (Cargo.lock pins it), for hello's name.
@@ -62,11 +62,15 @@ pub struct Adapter {
     admin: tokio::sync::Mutex<Option<Arc<AdminClient>>>,
     /// A pipeline run's member (member_start), one per adapter process.
     member: OnceLock<Member>,
+    /// What the member's transact sends as the group's metadata (the command line's
+    /// `--group-metadata`).
+    metadata: GroupMetadata,
 }
 
 impl Adapter {
-    pub fn new() -> Self {
+    pub fn new(metadata: GroupMetadata) -> Self {
         Adapter {
+            metadata,
             settings: OnceLock::new(),
             closed: AtomicBool::new(false),
             roles: Mutex::new(HashMap::new()),
@@ -106,7 +110,7 @@ impl Adapter {
                 if self.settings.get().is_some() || self.member.get().is_some() {
                     return Err(fail(kind::INVALID_CONFIG, "member_start: the adapter already serves a transport or a member"));
                 }
-                let m = Member::start(c.clone()).await?;
+                let m = Member::start(c.clone(), self.metadata).await?;
                 if self.member.set(m).is_err() {
                     return Err(fail(kind::INVALID_CONFIG, "member_start: already started"));
                 }

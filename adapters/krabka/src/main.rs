@@ -27,6 +27,17 @@ use crate::adapter::Adapter;
 use crate::protocol::{line, Request};
 
 fn main() {
+    // --group-metadata polled (the default) or live: what a member's transact sends with its
+    // offsets (member::GroupMetadata).
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let metadata = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        [] | ["--group-metadata", "polled"] => member::GroupMetadata::Polled,
+        ["--group-metadata", "live"] => member::GroupMetadata::Live,
+        _ => {
+            eprintln!("usage: fencecheck-krabka-adapter [--group-metadata polled|live]");
+            std::process::exit(2);
+        }
+    };
     // krabka logs through `tracing`: warnings and errors to stderr (harness.log), more with
     // FENCECHECK_KRABKA_LOG=info, debug or trace.
     let level = match std::env::var("FENCECHECK_KRABKA_LOG").as_deref() {
@@ -46,12 +57,12 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    rt.block_on(serve());
+    rt.block_on(serve(metadata));
     // Producers' sender tasks may still be draining: do not wait for them.
     rt.shutdown_background();
 }
 
-async fn serve() {
+async fn serve(metadata: member::GroupMetadata) {
     // stdout: one thread writes the answer lines in the order they are sent.
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let writer = std::thread::spawn(move || {
@@ -80,7 +91,7 @@ async fn serve() {
             }
         }
     });
-    let adapter = Arc::new(Adapter::new());
+    let adapter = Arc::new(Adapter::new(metadata));
     let mut calls = JoinSet::new();
     loop {
         while calls.try_join_next().is_some() {}

@@ -2,10 +2,15 @@
 //!
 //! A group `Consumer` at read_committed without auto-commit, and a transactional `Producer`, in
 //! the loop a krabka user writes: poll; `begin_transaction`, enqueue the outputs and await
-//! them, `send_offsets_to_transaction(offsets, &consumer.group_metadata())`, commit. krabka's
+//! them, `send_offsets_to_transaction(offsets, &group_metadata)`, commit. krabka's
 //! `ConsumerGroupMetadata` carries the group's generation (the member epoch under KIP-848) and
 //! member id, and `send_offsets_to_transaction` puts them into TxnOffsetCommit, where the
-//! group coordinator fences a zombie (KIP-447). After a transaction that did not commit: abort,
+//! group coordinator fences a zombie (KIP-447). Under the classic protocol the metadata sent is
+//! the one read with the batch's poll (`GroupMetadata::Polled`), not
+//! `consumer.group_metadata()` at the commit: krabka 0.7.1 answers a removed member's
+//! `group_metadata()` with generation -1 and no member id, the group-id-only shape that no
+//! coordinator fences (docs/findings.md); `--group-metadata live` sends that call's answer, to
+//! show it. After a transaction that did not commit: abort,
 //! then seek every assigned partition to the group's committed offset from
 //! `Consumer::committed`, which krabka sends as an OffsetFetch with require_stable set (and
 //! asks again while the coordinator answers UNSTABLE_OFFSET_COMMIT).
@@ -26,7 +31,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use krabka_client_consumer::{AutoOffsetReset, Consumer, ConsumerError, GroupProtocol, IsolationLevel};
+use krabka_client_consumer::{
+    AutoOffsetReset, Consumer, ConsumerError, ConsumerGroupMetadata, GroupProtocol, IsolationLevel,
+};
 use krabka_client_producer::{Producer, ProducerError, ProducerRecord};
 use krabka_units::convert::TimeExt as _;
 use krabka_units::Time;
@@ -88,9 +95,24 @@ enum Group {
     Closed,
 }
 
+/// Which group metadata `transact` sends with the batch's offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupMetadata {
+    /// The member id and generation the batch was polled under (the request's, which `poll`
+    /// read after `Consumer::poll`): a krabka user who keeps `group_metadata()` with each
+    /// batch. Under the consumer protocol `Live` all the same (the member epoch moves in the
+    /// background, and the coordinator refuses an old one).
+    Polled,
+    /// `consumer.group_metadata()` at the commit. After the coordinator removed the member
+    /// (classic), krabka 0.7.1 answers it with generation -1 and no member id, which the
+    /// coordinator accepts from anyone: a zombie commits (docs/findings.md).
+    Live,
+}
+
 pub struct Member {
     cfg: MemberConfig,
     protocol: GroupProtocol,
+    metadata: GroupMetadata,
     rt: Duration,
     /// One call at a time: a call the harness gave up on may still be running.
     op: Mutex<()>,
@@ -113,7 +135,7 @@ impl Member {
     /// the polls wait for it) in a task, builds the transactional producer, and starts
     /// init_transactions in the background: it fences the previous producer of the id (a
     /// restarted member's), and the first transact waits for it. Neither waits on the group.
-    pub async fn start(c: MemberConfig) -> Result<Member, CallError> {
+    pub async fn start(c: MemberConfig, metadata: GroupMetadata) -> Result<Member, CallError> {
         if c.bootstrap.split(',').all(|a| a.trim().is_empty()) {
             return Err(bad("Bootstrap", "no address"));
         }
@@ -181,6 +203,7 @@ impl Member {
         Ok(Member {
             cfg: c,
             protocol,
+            metadata,
             rt,
             op: Mutex::new(()),
             consumer: Mutex::new(Group::Joining(joining)),
@@ -321,11 +344,20 @@ impl Member {
             for d in handles {
                 d.await.map_err(|e| ("produce", e))?;
             }
-            // The group's metadata of now, as a krabka user passes it: its generation and member
-            // id go into TxnOffsetCommit, where the group coordinator checks them.
-            let meta = match &*self.consumer.lock().await {
+            // The group's metadata: its generation and member id go into TxnOffsetCommit, where
+            // the group coordinator checks them. Under classic, the batch's (GroupMetadata says
+            // why).
+            let live = match &*self.consumer.lock().await {
                 Group::Joined(c) => c.group_metadata(),
                 _ => return Err(("send_offsets_to_transaction", ProducerError::Closed)),
+            };
+            let meta = match (self.metadata, self.protocol, req.generation) {
+                (GroupMetadata::Polled, GroupProtocol::Classic, Some(generation)) => ConsumerGroupMetadata {
+                    generation_id: generation,
+                    member_id: req.member_id.clone(),
+                    ..live
+                },
+                _ => live,
             };
             p.send_offsets_to_transaction(offsets, &meta)
                 .await

@@ -30,6 +30,10 @@ pub struct Request {
     pub timeout_ms: Option<i64>,
     pub offsets: Vec<crate::member::Offset>,
     pub outputs: Vec<crate::member::Output>,
+    /// transact: the member id and generation (member epoch) the batch was polled under, as
+    /// poll answered them.
+    pub member_id: String,
+    pub generation: Option<i32>,
     // `lease` (write_lease) is not read: the record's bytes carry it, and the adapter checks the
     // request's token against the holding instead.
 }
