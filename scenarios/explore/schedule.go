@@ -152,6 +152,10 @@ type menu struct {
 	// points are the pause points a pipeline's freeze may name besides the member's default
 	// (pipeline.Points of its member kind); none for a lease workload.
 	points []string
+	// session is a pipeline's group session timeout (0 for a lease workload): a freeze
+	// shorter than it makes no zombie, so a pipeline's freezes are drawn past it
+	// (freezeDurations), and a freeze counts as tried once it made one (noteTookHold).
+	session time.Duration
 	// tookHold are the faults some run saw take hold, named as the feedback names them
 	// (faultWhat: "drop-response endtxn", "partition"); nil in a menu that ignores it.
 	tookHold map[string]bool
@@ -210,6 +214,27 @@ var (
 )
 
 func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
+
+// freezeFactors are a pipeline freeze's durations in session timeouts: a member frozen past
+// its session timeout loses its partitions to another member while its transaction is open
+// (a zombie), and the new owner must wait for it. Half a session timeout over leaves the
+// group time to move the partition while the member is still frozen (pipeline-zombie-commit
+// freezes for 4.5 s against 3 s); the longer ones outlast a slow rebalance, and a freeze
+// drawn later in the run than the member reaches its pause point is shorter than asked.
+var freezeFactors = []float64{1.5, 2, 2.5}
+
+// durationsOf are the durations a fault of kind is drawn with: durations, but past the
+// session timeout for a pipeline's freeze (freezeFactors), rounded to 500 ms.
+func (m *menu) durationsOf(kind string) []time.Duration {
+	if kind != "freeze" || m.session <= 0 {
+		return durations
+	}
+	out := make([]time.Duration, len(freezeFactors))
+	for i, f := range freezeFactors {
+		out[i] = time.Duration(f * float64(m.session)).Round(500 * time.Millisecond)
+	}
+	return out
+}
 
 // covering says whether the search is still covering its menu: some fault of it has never
 // taken hold in a run (tookHold). A menu that ignores tookHold is never covering.
@@ -274,7 +299,7 @@ func (m *menu) freshOf(rng *rand.Rand, kind, api string) step {
 // retime draws the step's time and duration: it starts after the workload warmed up (1 s)
 // and, when it can, ends a second before the run does.
 func (m *menu) retime(rng *rand.Rand, s *step) {
-	s.For = pick(rng, durations)
+	s.For = pick(rng, m.durationsOf(s.Kind))
 	if _, event := kindOf(s.Kind); event {
 		s.For = 0
 	}
@@ -289,8 +314,10 @@ func (m *menu) retime(rng *rand.Rand, s *step) {
 func (m *menu) refill(rng *rand.Rand, s *step) {
 	*s = step{At: s.At, For: s.For, Kind: s.Kind}
 	cat, event := kindOf(s.Kind)
-	if !event && s.For == 0 {
-		s.For = pick(rng, durations)
+	if !event && (s.For == 0 || s.Kind == "freeze" && s.For <= m.session) {
+		// A fault turned into a pipeline's freeze (the kind mutation) keeps its time, not a
+		// duration too short to make a zombie.
+		s.For = pick(rng, m.durationsOf(s.Kind))
 	}
 	if event {
 		s.For = 0
@@ -409,7 +436,7 @@ var mutations = []struct {
 			return sc, false
 		}
 		i = pickSustained(rng, sc)
-		sc[i].For = pick(rng, durations)
+		sc[i].For = pick(rng, m.durationsOf(sc[i].Kind))
 		return sc, true
 	}},
 	{"target", func(m *menu, rng *rand.Rand, sc schedule, _ []schedule) (schedule, bool) {
