@@ -159,6 +159,9 @@ type menu struct {
 	// tookHold are the faults some run saw take hold, named as the feedback names them
 	// (faultWhat: "drop-response endtxn", "partition"); nil in a menu that ignores it.
 	tookHold map[string]bool
+	// zombies counts, per freeze as faultWhat names it, the runs in which it made a zombie
+	// (a pipeline's): it is tried after zombieRuns of them (search.noteTookHold).
+	zombies map[string]int
 }
 
 // faultKey names the fault a step would be in the feedback: its kind, and a Kafka-aware
