@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
 	"github.com/fencecheck/fencecheck/nemesis"
@@ -307,8 +308,9 @@ func TestRefusedScenarioWritesNothing(t *testing.T) {
 }
 
 // TestParentWeights: a kept schedule weighs one, plus one per tuple it reached first that is
-// not only a fault kind taking hold or a promise, up to eleven; the schedule without faults
-// weighs one; parents are picked in proportion.
+// not only a fault kind taking hold or a promise, up to eleven, and ten more if it made a
+// pipeline's zombie first (before, such a schedule weighed as any other); the schedule
+// without faults weighs one; parents are picked in proportion.
 func TestParentWeights(t *testing.T) {
 	many := make([]string, 30)
 	for i := range many {
@@ -324,6 +326,8 @@ func TestParentWeights(t *testing.T) {
 		{4, []string{"fault error-response addoffsetstotxn took-hold", "promise txn-aborted kept"}, 2},
 		{4, []string{"fault drop-response endtxn took-hold", "op-in-fault work info drop-response endtxn", "answer endtxn NONE"}, 3},
 		{9, many, 11},
+		{9, []string{"fault freeze before-commit took-hold", "state zombie freeze before-commit"}, 12},
+		{9, append([]string{"state zombie freeze"}, many...), 21},
 	} {
 		if got := weight(c.n, c.new); got != c.want {
 			t.Errorf("weight(run %d, %v) = %d, want %d", c.n, c.new, got, c.want)
@@ -430,6 +434,9 @@ func tookHoldRun(apis []string) func(context.Context, *scenarios.Scenario, uint6
 				what += " " + st.Params.Point
 			}
 			t.add("fault", what, "took-hold")
+			if st.Fault == "freeze" && s.Workload.IsPipeline() {
+				t.add("state", "zombie", what) // a pipeline's freeze is drawn long enough to make one
+			}
 		}
 		return &observation{Dir: fmt.Sprintf("runs/%s/%d", s.Name, seed), Verdict: checker.VerdictValid, Tuples: t}, nil
 	}
@@ -519,5 +526,126 @@ func TestPipelineFreezeDrawsPausePoints(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: freezes drawn with %q, want %q", c.scenario, got, c.want)
 		}
+	}
+}
+
+// TestPipelineFreezeOutlastsTheSession: every freeze of a pipeline is drawn longer than the
+// members' session timeout (3 s in pipeline-steady), fresh or by a mutation (a new duration,
+// a fault turned into a freeze, new parameters), and within the run when drawn fresh: a
+// shorter freeze makes no zombie. Before, a freeze lasted 1, 2, 3, 5 or 8 s, so three draws
+// in five could not make one. A lease freeze keeps the durations of every fault.
+func TestPipelineFreezeOutlastsTheSession(t *testing.T) {
+	for _, c := range []struct {
+		scenario string
+		min      time.Duration // every freeze is longer
+		short    bool          // some freeze is no longer than 3 s
+	}{
+		{"pipeline-steady", 3 * time.Second, false},
+		{"steady", 0, true},
+	} {
+		base, err := scenarios.Find(c.scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &search{opts: Options{MaxFaults: 4}, base: base}
+		if err := e.menu(); err != nil {
+			t.Fatal(err)
+		}
+		rng := newRand(11)
+		short := false
+		check := func(how string, sc schedule) {
+			for _, st := range sc {
+				if st.Kind != "freeze" {
+					continue
+				}
+				if st.For <= c.min {
+					t.Errorf("%s: %s drew %q: want longer than %v", c.scenario, how, st, c.min)
+				}
+				short = short || st.For <= 3*time.Second
+			}
+		}
+		for range 200 {
+			st := e.m.freshOf(rng, "freeze", "")
+			if st.At+st.For > e.m.duration-time.Second {
+				t.Errorf("%s: %q ends after the run's last second", c.scenario, st)
+			}
+			check("fresh", schedule{st})
+			// A schedule of a short fault and a freeze, each mutation alone.
+			parent := schedule{{At: 2 * time.Second, For: time.Second, Kind: "partition", Processes: "p1", Brokers: "all"}, st}
+			for _, mu := range mutations {
+				if sc, ok := mu.fn(&e.m, rng, slices.Clone(parent), []schedule{parent}); ok {
+					check(mu.name, sc)
+				}
+			}
+		}
+		if short != c.short {
+			t.Errorf("%s: some freeze of 3 s or less drawn: %v, want %v", c.scenario, short, c.short)
+		}
+	}
+}
+
+// TestFreezeTriedOnceItMadeAZombie: on a pipeline, a freeze at a point leaves the faults
+// still to try (untried) when it made a zombie in zombieRuns (3) runs, not when it only took
+// hold: one that ended before the group moved the member's partition is drawn again, and so
+// is one whose zombie raced once. Before f5d50a3, a freeze was tried once it took hold; at
+// f5d50a3, once it made one zombie. On a lease workload taking hold is enough.
+func TestFreezeTriedOnceItMadeAZombie(t *testing.T) {
+	untried := func(m *menu, key string) bool {
+		return slices.ContainsFunc(m.untried(), func(s step) bool { return s.faultKey() == key })
+	}
+	pipe := &search{m: menu{kinds: []string{"freeze"}, points: []string{"after-produce", "before-commit"}, session: 3 * time.Second,
+		tookHold: map[string]bool{}}}
+	pipe.noteTookHold(tuples{"fault freeze before-commit took-hold": true, "fault freeze took-hold": true})
+	if !untried(&pipe.m, "freeze before-commit") || !untried(&pipe.m, "freeze") {
+		t.Errorf("a pipeline freeze that made no zombie is tried: untried %v", pipe.m.untried())
+	}
+	for run := 1; run <= zombieRuns; run++ {
+		pipe.noteTookHold(tuples{"fault freeze before-commit took-hold": true, "state zombie freeze before-commit": true})
+		if got, want := untried(&pipe.m, "freeze before-commit"), run < zombieRuns; got != want {
+			t.Errorf("after %d runs that made a zombie, untried %v, want %v", run, got, want)
+		}
+	}
+	if !untried(&pipe.m, "freeze") || !untried(&pipe.m, "freeze after-produce") {
+		t.Errorf("the other points are tried by another point's zombie: untried %v", pipe.m.untried())
+	}
+	lease := &search{m: menu{kinds: []string{"freeze"}, tookHold: map[string]bool{}}}
+	lease.noteTookHold(tuples{"fault freeze took-hold": true})
+	if untried(&lease.m, "freeze") {
+		t.Error("a lease freeze that took hold is still untried")
+	}
+}
+
+// TestPipelineCoveringDrawsAFreezeFirst: while a pipeline's freezes are untried, a schedule
+// drawn fresh to cover the menu holds one of them (seven in eight: the first untried fault
+// is drawn as the others are), the first untried freeze and none of the other untried ones.
+// Before, the three freezes were three faults of about seventy, in about one fresh schedule
+// in six.
+func TestPipelineCoveringDrawsAFreezeFirst(t *testing.T) {
+	base, err := scenarios.Find("pipeline-steady")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &search{opts: Options{MaxFaults: 4}, base: base}
+	if err := e.menu(); err != nil {
+		t.Fatal(err)
+	}
+	e.m.apis = []string{"initproducerid", "addpartitionstotxn", "produce", "endtxn", "addoffsetstotxn", "txnoffsetcommit",
+		"joingroup", "syncgroup", "heartbeat", "offsetfetch", "findcoordinator"}
+	e.m.tookHold = map[string]bool{}
+	rng := newRand(5)
+	with := 0
+	for range 200 {
+		sc := e.m.freshSchedule(rng, e.m.maxFaults)
+		if slices.ContainsFunc(sc, func(st step) bool { return st.Kind == "freeze" }) {
+			with++
+		}
+	}
+	if with < 160 {
+		t.Errorf("%d of 200 fresh schedules held a freeze, want 7 in 8 or more", with)
+	}
+	avail := []step{{Kind: "drop", API: "produce"}, {Kind: "freeze"}, {Kind: "partition"}, {Kind: "freeze", Param: "point=before-commit"}}
+	got := pipelineFreezeFirst(avail)
+	if want := []step{{Kind: "freeze"}, {Kind: "drop", API: "produce"}, {Kind: "partition"}}; !slices.Equal(got, want) {
+		t.Errorf("pipelineFreezeFirst(%v) = %v, want %v", avail, got, want)
 	}
 }

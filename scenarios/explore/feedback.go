@@ -27,7 +27,9 @@ import (
 //   - state ...: the transaction and group state changes the history shows: an acquire that
 //     got a new producer id or bumped the epoch of the role's last one, a describe that saw a
 //     holder or none, a describe behind the last acquire, a pipeline member's transaction
-//     under a new generation (a rebalance);
+//     under a new generation (a rebalance); a pipeline member frozen past the session
+//     timeout whose partition another member started meanwhile ("state zombie freeze
+//     before-commit", see zombies);
 //   - fault FAULT took-hold|missed: whether each fault window took hold (a Kafka-aware one
 //     named with its request type);
 //   - promise NAME kept|not-kept: every coverage promise the checker knows (not only the
@@ -94,20 +96,22 @@ func observe(ctx context.Context, dir reports.Dir, answers []links.Answer, res *
 // acts on (the second word of its one-line form), so that a drop-response of EndTxn and one
 // of Produce are told apart.
 //
-// A freeze at a pause point is named with it ("freeze before-commit"): a pipeline member
-// frozen with its offsets pending is another state than one frozen holding a polled batch,
-// and the search tries each (menu.untried).
+// A freeze is named freeze, and at a pause point with it ("freeze before-commit"): a pipeline
+// member frozen with its offsets pending is another state than one frozen holding a polled
+// batch, and the search tries each (menu.untried). The history records a freeze's window as
+// a member pause (history.KindMemberPause), the kind the checker reads zombies from.
 func faultWhat(f history.Fault) string {
-	if slices.Contains(nemesis.KafkaFaultNames(), string(f.Kind)) {
-		if w := strings.Fields(f.Spec); len(w) > 1 {
-			return string(f.Kind) + " " + w[1]
-		}
-	}
-	if f.Kind == "freeze" {
+	if f.Kind == history.KindMemberPause || f.Kind == "freeze" {
 		for _, w := range strings.Fields(f.Spec) {
 			if p, ok := strings.CutPrefix(w, "point="); ok {
 				return "freeze " + p
 			}
+		}
+		return "freeze"
+	}
+	if slices.Contains(nemesis.KafkaFaultNames(), string(f.Kind)) {
+		if w := strings.Fields(f.Spec); len(w) > 1 {
+			return string(f.Kind) + " " + w[1]
 		}
 	}
 	return string(f.Kind)
@@ -117,9 +121,6 @@ func faultWhat(f history.Fault) string {
 func fromHistory(t tuples, h *history.History) {
 	what := make([]string, len(h.Faults)) // each window's fault, with its request type
 	for i, f := range h.Faults {
-		if f.Kind == history.KindMemberPause {
-			continue
-		}
 		what[i] = faultWhat(f)
 		state := "missed"
 		if f.TookHold {
@@ -143,7 +144,7 @@ func fromHistory(t tuples, h *history.History) {
 		}
 		t.add(words...)
 		for i, f := range h.Faults {
-			if f.Kind != history.KindMemberPause && f.Start <= op.Invoke && (f.End == history.Never || op.Invoke < f.End) {
+			if f.Start <= op.Invoke && (f.End == history.Never || op.Invoke < f.End) {
 				t.add("op-in-fault", string(op.Kind), outcome, what[i])
 			}
 		}
@@ -186,6 +187,56 @@ func fromHistory(t tuples, h *history.History) {
 					t.add("state", "group", "new-generation")
 				}
 				gens[op.Member] = p.Generation
+			}
+		}
+	}
+	zombies(t, h, what)
+}
+
+// zombies adds "state zombie FREEZE" (FREEZE the freeze as faultWhat names it: "freeze
+// before-commit") for each freeze of a pipeline member that made a zombie: the member stayed
+// frozen longer than the group's session timeout, and another member fetched the committed
+// offsets of a partition the frozen one was copying, while it was frozen or within a session
+// timeout after it resumed (the group gave the partition away, and the frozen member's
+// transaction was still open). That is the state a pipeline's fencing is about: a zombie's
+// late commit, and a new owner starting where the committed offsets are, stable or not
+// (unstable-fetch shows only there). A freeze shorter than the session timeout, or one whose
+// partition nobody took, does not reach it; what = faultWhat of each of h.Faults.
+func zombies(t tuples, h *history.History, what []string) {
+	meta := h.Meta.Pipeline
+	if meta == nil || meta.SessionTimeout <= 0 {
+		return
+	}
+	ops := h.All()
+	for i, f := range h.Faults {
+		if f.Kind != history.KindMemberPause || !f.TookHold || f.Member == "" || f.End == history.Never ||
+			f.End-f.Start <= meta.SessionTimeout {
+			continue
+		}
+		// The partitions of the member's last transaction begun before it resumed: the
+		// one it was frozen in.
+		var last history.Op
+		for _, op := range ops {
+			if op.Kind == history.KindTxn && op.Member == f.Member && op.Invoke < f.End && op.Args.Pipe != nil &&
+				(last.Args.Pipe == nil || op.Invoke > last.Invoke) {
+				last = op
+			}
+		}
+		if last.Args.Pipe == nil {
+			continue
+		}
+		held := map[int32]bool{}
+		for _, r := range last.Args.Pipe.Inputs {
+			held[r.Partition] = true
+		}
+		for _, op := range ops {
+			if op.Kind != history.KindFetch || op.Type != history.TypeOK || op.Pending || op.Member == f.Member ||
+				op.Result.Pipe == nil || op.Return < f.Start || op.Return > f.End+meta.SessionTimeout {
+				continue
+			}
+			if slices.ContainsFunc(op.Result.Pipe.Offsets, func(o history.PipeOffset) bool { return held[o.Partition] }) {
+				t.add("state", "zombie", what[i])
+				break
 			}
 		}
 	}

@@ -2,8 +2,8 @@ package explore
 
 import (
 	"slices"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecheck/fencecheck/checker/history"
 )
@@ -61,16 +61,91 @@ func TestTuplesFromHistory(t *testing.T) {
 
 // TestFaultWhatNamesAFreezePoint: a freeze at a pause point is a fault of its own in the
 // feedback, so that the search tries a member frozen with its offsets pending as well as one
-// frozen at its default point.
+// frozen at its default point. The history records a freeze as a member pause (its window's
+// kind is member-pause, its spec the step's): before, explore named that window nothing and
+// never saw a freeze take hold.
 func TestFaultWhatNamesAFreezePoint(t *testing.T) {
-	for spec, want := range map[string]string{
-		"freeze holder of in0 with point=before-commit": "freeze before-commit",
-		"freeze holder of in0":                          "freeze",
-		"drop-response endtxn of p1 first 1":            "drop-response endtxn",
+	for _, c := range []struct {
+		kind       history.Kind
+		spec, want string
+	}{
+		{history.KindMemberPause, "freeze holder of in0 with point=before-commit for 4500ms", "freeze before-commit"},
+		{history.KindMemberPause, "freeze holder of in0 for 8s", "freeze"},
+		{history.KindMemberPause, "", "freeze"},
+		{"freeze", "freeze holder of in0 with point=before-commit", "freeze before-commit"},
+		{"drop-response", "drop-response endtxn of p1 first 1", "drop-response endtxn"},
 	} {
-		kind, _, _ := strings.Cut(spec, " ")
-		if got := faultWhat(history.Fault{Kind: history.Kind(kind), Spec: spec}); got != want {
-			t.Errorf("faultWhat(%q) = %q, want %q", spec, got, want)
+		if got := faultWhat(history.Fault{Kind: c.kind, Spec: c.spec}); got != c.want {
+			t.Errorf("faultWhat(%s %q) = %q, want %q", c.kind, c.spec, got, c.want)
 		}
+	}
+}
+
+// pipeHistory is a pipeline history with a session timeout of 3 s (times in ms): m2 copies
+// partition 1 and is frozen at before-commit from 2 s until freezeEnd; m1 fetches the
+// committed offsets of fetched (a partition) at fetchAt.
+func pipeHistory(t *testing.T, freezeEnd, fetchAt int64, fetched int32) *history.History {
+	t.Helper()
+	ms := int64(time.Millisecond)
+	pipe := func(p int32) history.Args {
+		return history.Args{Pipe: &history.PipeArgs{Generation: 1, Inputs: []history.PipeRange{{Partition: p, From: 0, To: 5}}}}
+	}
+	events := []history.Event{
+		{Type: history.TypeHeader, Meta: &history.Meta{Scenario: "unit", Workload: history.WorkloadPipeline,
+			Pipeline: &history.PipelineMeta{Partitions: 2, SessionTimeout: 3000 * ms}}},
+		{Type: history.TypeInvoke, Time: 1000 * ms, ID: 1, Client: 1, Process: "p1", Member: "m2", Kind: history.KindTxn, Args: pipe(1)},
+		{Type: history.TypeOK, Time: 1100 * ms, ID: 1, Client: 1},
+		{Type: history.TypeInvoke, Time: 1900 * ms, ID: 2, Client: 1, Process: "p1", Member: "m2", Kind: history.KindTxn, Args: pipe(1)},
+		{Type: history.TypeFaultStart, Time: 2000 * ms, Fault: 1, Kind: history.KindMemberPause, Process: "p1", Role: "in1", Member: "m2",
+			Step: 1, Spec: "freeze holder of in1 with point=before-commit for 6s"},
+		{Type: history.TypeFaultEnd, Time: freezeEnd * ms, Fault: 1, TookHold: true},
+		{Type: history.TypeInvoke, Time: fetchAt * ms, ID: 3, Client: 2, Process: "p2", Member: "m1", Kind: history.KindFetch,
+			Args: history.Args{Pipe: &history.PipeArgs{Generation: 2}}},
+		{Type: history.TypeOK, Time: fetchAt * ms, ID: 3, Client: 2,
+			Result: history.Result{Pipe: &history.PipeResult{Offsets: []history.PipeOffset{{Partition: fetched, Offset: 5}}}}},
+	}
+	b := history.NewBuilder(8)
+	for i := range events {
+		if err := b.Add(&events[i]); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	return b.History()
+}
+
+// TestZombieState: a pipeline member frozen past the session timeout whose partition another
+// member fetched the offsets of, while it was frozen or within a session timeout after, made
+// a zombie ("state zombie freeze before-commit"); a freeze no longer than the session
+// timeout, a fetch of another partition, or one long after the thaw did not. The freeze
+// window is a fault of the feedback, and operations in it are named with it. Before, explore
+// skipped member-pause windows: no freeze tuple, no zombie.
+func TestZombieState(t *testing.T) {
+	const zombie = "state zombie freeze before-commit"
+	for _, c := range []struct {
+		name               string
+		freezeEnd, fetchAt int64
+		fetched            int32
+		want               bool
+	}{
+		{"fetched while frozen", 8000, 7000, 1, true},
+		{"fetched at the thaw", 8000, 8050, 1, true},
+		{"fetched within a session timeout after", 8000, 10900, 1, true},
+		{"fetched long after", 8000, 11500, 1, false},
+		{"another partition", 8000, 7000, 0, false},
+		{"frozen for the session timeout only", 5000, 4500, 1, false},
+	} {
+		got := tuples{}
+		fromHistory(got, pipeHistory(t, c.freezeEnd, c.fetchAt, c.fetched))
+		if got[zombie] != c.want {
+			t.Errorf("%s: %q %v, want %v; tuples %q", c.name, zombie, got[zombie], c.want, got.sorted())
+		}
+		if !got["fault freeze before-commit took-hold"] {
+			t.Errorf("%s: no tuple for the freeze taking hold: %q", c.name, got.sorted())
+		}
+	}
+	got := tuples{}
+	fromHistory(got, pipeHistory(t, 8000, 7000, 1))
+	if !got["op-in-fault fetch ok freeze before-commit"] {
+		t.Errorf("the fetch during the freeze is not named with it: %q", got.sorted())
 	}
 }

@@ -145,3 +145,30 @@ func firstOfTwo(t *testing.T, res *Result, want ...string) RunRecord {
 	}
 	return first
 }
+
+// TestRealFreezeMakesAZombie runs pipeline-zombie-commit (the owner of input partition 0
+// frozen at before-commit for 4.5 s, past the 3 s session timeout) on the embedded cluster as
+// explore runs a schedule, and reads its feedback: the freeze took hold, as the fault freeze
+// before-commit, and made a zombie (another member fetched partition 0's offsets). Before,
+// explore skipped the member-pause window a freeze is recorded as, and a pipeline search
+// never saw a freeze take hold.
+func TestRealFreezeMakesAZombie(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a scenario")
+	}
+	t.Parallel()
+	s, err := scenarios.Find("pipeline-zombie-commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Duration = scenarios.Duration(12 * time.Second)
+	obs, err := realRun(Options{Out: t.TempDir(), Transport: "real"})(context.Background(), s, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"fault freeze before-commit took-hold", "state zombie freeze before-commit"} {
+		if !obs.Tuples[want] {
+			t.Errorf("no %q in the feedback (verdict %s, run %s): %q", want, obs.Verdict, obs.Dir, obs.Tuples.sorted())
+		}
+	}
+}

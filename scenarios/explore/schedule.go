@@ -152,9 +152,16 @@ type menu struct {
 	// points are the pause points a pipeline's freeze may name besides the member's default
 	// (pipeline.Points of its member kind); none for a lease workload.
 	points []string
+	// session is a pipeline's group session timeout (0 for a lease workload): a freeze
+	// shorter than it makes no zombie, so a pipeline's freezes are drawn past it
+	// (freezeDurations), and a freeze counts as tried once it made one (noteTookHold).
+	session time.Duration
 	// tookHold are the faults some run saw take hold, named as the feedback names them
 	// (faultWhat: "drop-response endtxn", "partition"); nil in a menu that ignores it.
 	tookHold map[string]bool
+	// zombies counts, per freeze as faultWhat names it, the runs in which it made a zombie
+	// (a pipeline's): it is tried after zombieRuns of them (search.noteTookHold).
+	zombies map[string]int
 }
 
 // faultKey names the fault a step would be in the feedback: its kind, and a Kafka-aware
@@ -211,6 +218,27 @@ var (
 
 func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
 
+// freezeFactors are a pipeline freeze's durations in session timeouts: a member frozen past
+// its session timeout loses its partitions to another member while its transaction is open
+// (a zombie), and the new owner must wait for it. Half a session timeout over leaves the
+// group time to move the partition while the member is still frozen (pipeline-zombie-commit
+// freezes for 4.5 s against 3 s); the longer ones outlast a slow rebalance, and a freeze
+// drawn later in the run than the member reaches its pause point is shorter than asked.
+var freezeFactors = []float64{1.5, 2, 2.5}
+
+// durationsOf are the durations a fault of kind is drawn with: durations, but past the
+// session timeout for a pipeline's freeze (freezeFactors), rounded to 500 ms.
+func (m *menu) durationsOf(kind string) []time.Duration {
+	if kind != "freeze" || m.session <= 0 {
+		return durations
+	}
+	out := make([]time.Duration, len(freezeFactors))
+	for i, f := range freezeFactors {
+		out[i] = time.Duration(f * float64(m.session)).Round(500 * time.Millisecond)
+	}
+	return out
+}
+
 // covering says whether the search is still covering its menu: some fault of it has never
 // taken hold in a run (tookHold). A menu that ignores tookHold is never covering.
 func (m *menu) covering() bool { return m.tookHold != nil && len(m.untried()) > 0 }
@@ -238,12 +266,20 @@ func (m *menu) fresh(rng *rand.Rand) step {
 // freshSchedule draws a schedule of n fresh steps. While covering, each untried fault is
 // drawn once at most, so that the last few untried ones (a rolling restart, which holds the
 // brokers for long) are not drawn several times into one schedule that valid then refuses.
+//
+// A pipeline's schedule drawn while covering starts with one untried freeze, if any is left
+// (pipelineFreezeFirst): a zombie is the state a pipeline's fencing is about, and a freeze
+// at one of three points is otherwise three faults among some seventy, which a search of
+// twenty runs may reach only late or not at all.
 func (m *menu) freshSchedule(rng *rand.Rand, n int) schedule {
 	var sc schedule
 	var avail []step
 	if m.covering() {
 		avail = m.untried()
 		rng.Shuffle(len(avail), func(i, j int) { avail[i], avail[j] = avail[j], avail[i] })
+		if m.session > 0 {
+			avail = pipelineFreezeFirst(avail)
+		}
 	}
 	for len(sc) < n {
 		if len(avail) > 0 && rng.IntN(8) != 0 {
@@ -260,6 +296,21 @@ func (m *menu) freshSchedule(rng *rand.Rand, n int) schedule {
 	return sc.sorted()
 }
 
+// pipelineFreezeFirst moves the first freeze of avail to its front and leaves out the other
+// freezes: one freeze a schedule, since two on members of one process, or on one member, get
+// in each other's way (the second finds its member frozen already and never takes hold).
+func pipelineFreezeFirst(avail []step) []step {
+	out := make([]step, 0, len(avail))
+	for _, st := range avail {
+		if st.Kind == "freeze" && (len(out) == 0 || out[0].Kind != "freeze") {
+			out = append([]step{st}, out...)
+		} else if st.Kind != "freeze" {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // freshOf draws a new step of kind, on api if it is not "".
 func (m *menu) freshOf(rng *rand.Rand, kind, api string) step {
 	s := step{Kind: kind}
@@ -274,7 +325,7 @@ func (m *menu) freshOf(rng *rand.Rand, kind, api string) step {
 // retime draws the step's time and duration: it starts after the workload warmed up (1 s)
 // and, when it can, ends a second before the run does.
 func (m *menu) retime(rng *rand.Rand, s *step) {
-	s.For = pick(rng, durations)
+	s.For = pick(rng, m.durationsOf(s.Kind))
 	if _, event := kindOf(s.Kind); event {
 		s.For = 0
 	}
@@ -289,8 +340,10 @@ func (m *menu) retime(rng *rand.Rand, s *step) {
 func (m *menu) refill(rng *rand.Rand, s *step) {
 	*s = step{At: s.At, For: s.For, Kind: s.Kind}
 	cat, event := kindOf(s.Kind)
-	if !event && s.For == 0 {
-		s.For = pick(rng, durations)
+	if !event && (s.For == 0 || s.Kind == "freeze" && s.For <= m.session) {
+		// A fault turned into a pipeline's freeze (the kind mutation) keeps its time, not a
+		// duration too short to make a zombie.
+		s.For = pick(rng, m.durationsOf(s.Kind))
 	}
 	if event {
 		s.For = 0
@@ -409,7 +462,7 @@ var mutations = []struct {
 			return sc, false
 		}
 		i = pickSustained(rng, sc)
-		sc[i].For = pick(rng, durations)
+		sc[i].For = pick(rng, m.durationsOf(sc[i].Kind))
 		return sc, true
 	}},
 	{"target", func(m *menu, rng *rand.Rand, sc schedule, _ []schedule) (schedule, bool) {
