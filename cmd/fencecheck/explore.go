@@ -27,8 +27,7 @@ func newExplore() *cobra.Command {
 		Long: `explore searches for a fault schedule that breaks a guarantee. It runs the scenario (a
 built-in name or a file; its own faults are dropped, so start from one without, such as
 steady or pipeline-steady) once as it is, for a short while (--probe), then one scripted
-schedule after another, each for the scenario's whole duration: each
-either drawn fresh (one to --max-faults faults of the nemesis's kinds, the Kafka-aware ones
+schedule after another for the scenario's whole duration: each either drawn fresh (one to --max-faults faults of the nemesis's kinds, the Kafka-aware ones
 included, with targets, times, durations and parameters) or a mutation of a schedule it kept
 (another target, time, duration, fault kind or request type; a fault added, removed or taken
 from another kept schedule).
