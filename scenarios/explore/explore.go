@@ -518,9 +518,9 @@ func (e *search) probe() time.Duration {
 //
 // Run 0 is a probe, not a search step. It gives the baseline feedback (the request types the
 // Kafka-aware faults are drawn on, the tuples no fault is needed for) and catches what shows
-// without any fault; every later run runs the scenario's whole duration with a schedule, and
-// a bug that shows without faults shows there too, at about the rate it shows without them.
-// A run 0 of the whole duration cost a whole run before the first fault. The lower bounds
+// without any fault; every later run runs the scenario's whole duration with a schedule, where
+// a bug that shows without faults can show too (less often, measured: docs/explore.md). A run
+// 0 of the whole duration cost a whole run before the first fault. The lower bounds
 // keep the probe a run of the workload as it is meant to run: members hand their roles (a
 // pipeline's partitions) over a few times, so fences, rebalances and the final reads and
 // checks that follow them mean what they mean in any run. What the probe gives up: a bug
