@@ -150,7 +150,7 @@ func read(r io.Reader, hint, longest int) (*History, error) {
 	}()
 	for range workers {
 		go func() {
-			d := decoder{intern: make(map[string]string, 256), strs: new([1 << 12]string), repeats: true}
+			d := decoder{intern: make(map[string]string, 256), ids: new([idSlots]strSlot), strs: new([strSlots]strSlot), repeats: true}
 			for c := range work {
 				d.decodeChunk(c)
 				close(c.done)
