@@ -35,7 +35,7 @@ func (a AbortBeforeAnswer) EndTxnFirst() bool {
 // pipeline member of the adapter argv on the cluster at bootstrap: the member's first
 // transaction produces its output, and the recorder holds the AddPartitionsToTxn that
 // registers the output's partition, so the answer does not come; the transact call's bound
-// (3 s, well inside the 10 s request and socket timeouts) runs out while the output waits for
+// (3 s, well inside the 30 s request and socket timeouts) runs out while the output waits for
 // the registration, and the member aborts, as a member whose call ran out of time does. The
 // hold ends when the client writes its EndTxn on the connection of the held request (then the
 // broker gets both, in the order written) or when the transact call returns. The topics,
@@ -65,10 +65,11 @@ func AbortBeforeAddPartitionsAnswer(t testing.TB, argv []string, bootstrap strin
 	}
 
 	w := NewWire()
-	conn := transport.NewConfig(bootstrap, 20*time.Second) // the transaction timeout
+	conn := transport.NewConfig(bootstrap, 60*time.Second) // the transaction timeout
 	// librdkafka's socket, message and request timeouts: the held request must not time out
-	// between the bound's end and the EndTxn, a margin of 7 s for a loaded machine.
-	conn.RequestTimeout = 10 * time.Second
+	// between the bound's end and the EndTxn, a margin of 27 s for a loaded machine. No run
+	// waits for them: the hold ends at the EndTxn or at the transact call's return.
+	conn.RequestTimeout = 30 * time.Second
 	conn.Dial = w.Dial
 	m, err := lineproto.StartMember(ctx, argv, pipeline.Config{Conn: conn, Group: name, Input: in, Output: out,
 		TransactionalID: name + "/a", SessionTimeout: 6 * time.Second})
