@@ -219,6 +219,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{pipeline.Config{Member: "mutant:typo"}, "member"},
 		{pipeline.Config{Member: "session", TxnIDs: "partition"}, "txn_ids"},
 		{pipeline.Config{TxnIDs: "task"}, "txn_ids"},
+		{pipeline.Config{InputPartitions: -1}, "input_partitions"},
+		{pipeline.Config{Partitions: 4, InputPartitions: 5}, "input_partitions"},
 	} {
 		_, err := pipeline.New(context.Background(), tc.cfg, nil, nil, pipeline.Options{})
 		if !errors.Is(err, pipeline.ErrConfig) || !containsWord(err.Error(), tc.field) {
