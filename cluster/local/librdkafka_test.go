@@ -134,18 +134,7 @@ func TestLibrdkafkaAbortAfterConcurrentTransactions(t *testing.T) {
 	defer m.Close()
 	transact := func(i int, bound time.Duration) pipeline.Result {
 		t.Helper()
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: in, Value: []byte{byte(i)}}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		var b pipeline.Batch
-		for len(b.Records) == 0 && ctx.Err() == nil {
-			pctx, pcancel := context.WithTimeout(ctx, time.Second)
-			b, _ = m.Poll(pctx)
-			pcancel()
-		}
-		tctx, tcancel := context.WithTimeout(ctx, bound)
-		defer tcancel()
-		return m.Transact(tctx, b, []pipeline.Output{{Partition: 0, Value: []byte("x")}})
+		return lineprototest.CopyOne(ctx, t, cl, m, in, []byte{byte(i)}, bound)
 	}
 	if res := transact(0, time.Minute); res.Outcome != transport.OK {
 		t.Fatalf("the first transaction: %v (%v); want ok", res.Outcome, res.Err)
@@ -256,16 +245,7 @@ func TestLibrdkafkaAbortRightAfterCommit(t *testing.T) {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: in, Value: []byte("x")}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
-		var b pipeline.Batch
-		for len(b.Records) == 0 && ctx.Err() == nil {
-			pctx, pcancel := context.WithTimeout(ctx, time.Second)
-			b, _ = m.Poll(pctx)
-			pcancel()
-		}
-		if ctx.Err() != nil {
-			t.Fatal("no record polled")
-		}
-		return b
+		return lineprototest.PollBatch(ctx, t, m)
 	}
 	m := start()
 	defer func() { m.Close() }()

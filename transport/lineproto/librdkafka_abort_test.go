@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencecheck/fencecheck/internal/testenv"
@@ -77,16 +76,7 @@ func TestLibrdkafkaAbortAfterTimedOutAddPartitions(t *testing.T) {
 	}
 	defer m.Close()
 	transact := func(i int) pipeline.Result {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "in", Value: []byte{byte(i)}}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		var b pipeline.Batch
-		for len(b.Records) == 0 && ctx.Err() == nil {
-			pctx, pcancel := context.WithTimeout(ctx, time.Second)
-			b, _ = m.Poll(pctx)
-			pcancel()
-		}
-		return m.Transact(ctx, b, []pipeline.Output{{Partition: 0, Value: []byte("x")}})
+		return lineprototest.CopyOne(ctx, t, cl, m, "in", []byte{byte(i)}, 2*time.Minute)
 	}
 	if res := transact(0); res.Outcome != transport.OK {
 		t.Fatalf("the first transaction: %v (%v); want ok", res.Outcome, res.Err)
@@ -188,18 +178,7 @@ func TestLibrdkafkaAbortAfterConcurrentTransactions(t *testing.T) {
 	}
 	defer m.Close()
 	transact := func(i int, bound time.Duration) pipeline.Result {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "in", Value: []byte{byte(i)}}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		var b pipeline.Batch
-		for len(b.Records) == 0 && ctx.Err() == nil {
-			pctx, pcancel := context.WithTimeout(ctx, time.Second)
-			b, _ = m.Poll(pctx)
-			pcancel()
-		}
-		tctx, tcancel := context.WithTimeout(ctx, bound)
-		defer tcancel()
-		return m.Transact(tctx, b, []pipeline.Output{{Partition: 0, Value: []byte("x")}})
+		return lineprototest.CopyOne(ctx, t, cl, m, "in", []byte{byte(i)}, bound)
 	}
 	if res := transact(0, time.Minute); res.Outcome != transport.OK {
 		t.Fatalf("the first transaction: %v (%v); want ok", res.Outcome, res.Err)

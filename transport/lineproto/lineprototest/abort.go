@@ -82,15 +82,7 @@ func AbortBeforeAddPartitionsAnswer(t testing.TB, argv []string, bootstrap strin
 	var got AbortBeforeAnswer
 	got.Wire = w
 	for try := 1; ; try++ {
-		var b pipeline.Batch
-		for len(b.Records) == 0 && ctx.Err() == nil {
-			pctx, pcancel := context.WithTimeout(ctx, time.Second)
-			b, _ = m.Poll(pctx)
-			pcancel()
-		}
-		if ctx.Err() != nil {
-			t.Fatal("no record polled within 3 minutes")
-		}
+		b := PollBatch(ctx, t, m)
 		mark := len(w.Events())
 		w.HoldNext(add, end)
 		tctx, tcancel := context.WithTimeout(ctx, 3*time.Second)
