@@ -82,6 +82,15 @@ if [ "$KAFKA" = 1 ]; then
 	done
 fi
 
+echo "== KAFKA-18943: Kafka Streams 3.9.0 commits during a revocation (kfake; 3.9.1, 4.0.0 and 4.1.2 must not)"
+# The adapter built against each release (Maven Central); the test retries seeds until a run
+# reached the window, and fails when 3.9.0 comes out valid or a fixed release invalid.
+for v in 3.9.0 3.9.1 4.0.0 4.1.2; do
+	${MAKE:-make} -s streams-adapter STREAMS_VERSION="$v" >/dev/null || exit 255
+done
+$GO test ./scenarios -run TestStreamsRevocationCommitEmbedded -count 1 -v -timeout 20m 2>&1 |
+	grep -E 'revocations in the window|window not reached|^ *(---|ok|FAIL)'
+
 if [ "$KAFKA" = 1 ]; then
 	# KAFKA-19690 (a Produce whose verification the timeout abort's marker overtakes: a
 	# four-broker TV1 cluster of its own) and KAFKA-19999 (a commit marker sent again after its

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -352,4 +354,111 @@ func TestGroupIDZombieEmbedded(t *testing.T) {
 			t.Errorf("Sarama with its session's metadata: %v %v, want valid; run directory %s", out.Results.Verdict, err, out.Dir)
 		}
 	})
+}
+
+// streamsBuild is the launcher of the Kafka Streams adapter built against kafka-streams
+// version (make streams-adapter STREAMS_VERSION=V, in adapters/streams/versions/V), "" when
+// that build is absent.
+func streamsBuild(t *testing.T, version string) string {
+	t.Helper()
+	root, err := adapters.Root(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "adapters", "streams", "versions", version)
+	if _, err := os.Stat(filepath.Join(dir, "target", "streams-adapter.jar")); err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "fencecheck-streams-adapter")
+}
+
+// revocationLine is the Streams adapter's log of a revocation (StreamsMember.Revocations):
+// the input partitions revoked and those the open transaction held outputs of.
+var revocationLine = regexp.MustCompile(`revoked input partitions \[([0-9, ]*)\] \(generation -?\d+\); the open transaction held outputs of partitions \[([0-9, ]*)\]`)
+
+// revocationWindows counts the revocations of a run (its harness.log) in KAFKA-18943's
+// window: the partitions revoked are not among those the open transaction held outputs of,
+// and it held some (a revoked task with nothing to commit beside a kept one with output).
+func revocationWindows(t *testing.T, logs string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(logs, "harness.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range revocationLine.FindAllStringSubmatch(string(b), -1) {
+		revoked := strings.Split(m[1], ", ")
+		held := strings.Split(m[2], ", ")
+		if m[2] == "" || slices.ContainsFunc(held, func(p string) bool { return slices.Contains(revoked, p) }) {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// TestStreamsRevocationCommitEmbedded runs regression/streams-revocation-commit on kfake
+// through the Kafka Streams adapter built against kafka-streams 3.9.0, which lacks
+// KAFKA-18943's fix: when the owner of input partition 0 gives up an empty partition, Streams
+// commits its open transaction, partition 0's outputs without their offsets (invalid:
+// eos-offsets-match-output). Then through the builds that have the fix, each that is built
+// (3.9.1, 4.0.0, and the default 4.1.2), on runs that reached the same window: valid. Skipped
+// unless the 3.9.0 build is there (make streams-adapter STREAMS_VERSION=3.9.0; CI builds
+// only the default adapters). About 25 s a run, one at a time (three JVMs each).
+func TestStreamsRevocationCommitEmbedded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a regression for its full duration")
+	}
+	affected := streamsBuild(t, "3.9.0")
+	if affected == "" {
+		t.Skip("needs the Kafka Streams adapter built against kafka-streams 3.9.0 (the release KAFKA-18943 affects): " +
+			"make streams-adapter STREAMS_VERSION=3.9.0")
+	}
+	s, _, err := scenarios.Regression("regression/streams-revocation-commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// run runs the regression through launcher from seed on, at most three seeds, until a run
+	// met its promises and reached the window (Streams' assignment decides whether the owner
+	// of partition 0 keeps it and loses an empty partition).
+	run := func(t *testing.T, launcher string, seed uint64) *harness.Outcome {
+		t.Helper()
+		var out *harness.Outcome
+		for try := range uint64(3) {
+			var err error
+			out, err = harness.Run(context.Background(), s, harness.Options{Root: t.TempDir(), Seed: seed + try, Transport: "exec:" + launcher})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := revocationWindows(t, out.Dir.Logs()); n > 0 && !coverageOnly(out.Results) {
+				t.Logf("seed %d: %s, %d revocations in the window; run directory %s", seed+try, out.Results.Verdict, n, out.Dir)
+				return out
+			}
+			t.Logf("seed %d: %s, the window not reached or a promise missed: another seed; run directory %s", seed+try, out.Results.Verdict, out.Dir)
+		}
+		t.Fatalf("three seeds from %d and no run reached KAFKA-18943's window with its promises met; run directory %s", seed, out.Dir)
+		return nil
+	}
+	t.Run("3.9.0", func(t *testing.T) {
+		out := run(t, affected, 1)
+		if v := checkVerdict(out.Results, checker.EOSOffsetsMatchOutput); v != checker.VerdictInvalid {
+			t.Errorf("eos-offsets-match-output %s, want invalid: kafka-streams 3.9.0 no longer commits a kept task's outputs "+
+				"without their offsets when it revokes a task with nothing to commit (KAFKA-18943); run directory %s", v, out.Dir)
+		}
+	})
+	for _, v := range []string{"3.9.1", "4.0.0", "4.1.2"} {
+		t.Run(v, func(t *testing.T) {
+			launcher := streamsBuild(t, v)
+			if v == "4.1.2" {
+				launcher = testenv.Adapter(t, "streams")[0] // the default build (make streams-adapter)
+			}
+			if launcher == "" {
+				t.Skipf("not built: make streams-adapter STREAMS_VERSION=%s", v)
+			}
+			out := run(t, launcher, 1)
+			if out.Results.Verdict != checker.VerdictValid {
+				t.Errorf("kafka-streams %s: %s, want valid (it has KAFKA-18943's fix); run directory %s", v, out.Results.Verdict, out.Dir)
+			}
+		})
+	}
 }

@@ -18,12 +18,12 @@ type decoder struct {
 	// arena, when set, receives the records of every read of a chunk: the Builder copies
 	// what it keeps (see Builder.share), so a read costs no allocation of its own.
 	arena *[]Record
-	// ids caches recent write ids by hash: reads return the same records again and again,
-	// and a hit reuses the string instead of allocating it.
-	ids [1 << 12]string
+	// ids, when set, caches recent write ids by hash: reads return the same records again
+	// and again, and a hit reuses the string instead of allocating it.
+	ids *[idSlots]strSlot
 	// strs, when set, caches interned strings by hash in front of the intern map: a hit
 	// costs a hash and a comparison, where the map (thousands of roles) costs a probe.
-	strs *[1 << 12]string
+	strs *[strSlots]strSlot
 	// slabs hold the pipeline payloads of the fast path.
 	slabs pipeSlabs
 	// repeats, when set, has reads decoded from where an earlier read of their log ended:
@@ -255,13 +255,34 @@ func (l *lexer) writeID(d *decoder) (string, error) {
 	return d.writeIDBytes(b), nil
 }
 
+// strSlot is one entry of a decoder's string caches: a string and its FNV-1a hash. The hash
+// is compared first: write ids and role names are mostly of one length ("w5043",
+// "role-4242"), so comparing the strings of a slot that holds another would call the
+// runtime's byte comparison every time; comparing hashes rules nearly all of those out.
+type strSlot struct {
+	hash uint32
+	s    string
+}
+
+// idSlots and strSlots size the caches of a reader's decoders. A larger strSlots (32,768,
+// room for a 10M-operation history's ten thousand role names) saved no CPU: the misses of
+// the intern map it removed came back as cache misses of the larger table.
+const (
+	idSlots  = 1 << 12
+	strSlots = 1 << 12
+)
+
 // writeIDBytes returns b as a string, from the write id cache when it holds it.
 func (d *decoder) writeIDBytes(b []byte) string {
-	slot := &d.ids[fnv(b)&(uint32(len(d.ids))-1)]
-	if *slot != string(b) {
-		*slot = string(b)
+	if d.ids == nil {
+		return string(b)
 	}
-	return *slot
+	h := fnv(b)
+	slot := &d.ids[h&(idSlots-1)]
+	if slot.hash != h || slot.s != string(b) {
+		*slot = strSlot{h, string(b)}
+	}
+	return slot.s
 }
 
 // fnv is FNV-1a.
@@ -283,11 +304,13 @@ func (l *lexer) str(d *decoder) (string, error) {
 }
 
 func (d *decoder) internBytes(b []byte) string {
-	var slot *string
+	var slot *strSlot
+	var h uint32
 	if d.strs != nil {
-		slot = &d.strs[fnv(b)&(uint32(len(d.strs))-1)]
-		if *slot == string(b) {
-			return *slot
+		h = fnv(b)
+		slot = &d.strs[h&(strSlots-1)]
+		if slot.hash == h && slot.s == string(b) {
+			return slot.s
 		}
 	}
 	s, ok := d.intern[string(b)]
@@ -299,7 +322,7 @@ func (d *decoder) internBytes(b []byte) string {
 		d.intern[s] = s
 	}
 	if slot != nil {
-		*slot = s
+		*slot = strSlot{h, s}
 	}
 	return s
 }

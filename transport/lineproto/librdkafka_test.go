@@ -16,6 +16,7 @@ import (
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
+	"github.com/fencecheck/fencecheck/transport/lineproto/lineprototest"
 	"github.com/fencecheck/fencecheck/transport/pipeline"
 	"github.com/fencecheck/fencecheck/transport/pipeline/pipelinetest"
 )
@@ -86,13 +87,7 @@ func TestLibrdkafkaPipelineOnTheWire(t *testing.T) {
 	defer cancel()
 	poll := func(m pipeline.Member) pipeline.Batch {
 		t.Helper()
-		var b pipeline.Batch
-		for len(b.Records) == 0 && ctx.Err() == nil {
-			pctx, pcancel := context.WithTimeout(ctx, time.Second)
-			b, _ = m.Poll(pctx)
-			pcancel()
-		}
-		return b
+		return lineprototest.PollBatch(ctx, t, m)
 	}
 	for _, protocol := range []string{pipeline.ProtocolClassic, pipeline.ProtocolConsumer} {
 		t.Run(protocol, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/fencecheck/fencecheck/internal/testenv"
 	"github.com/fencecheck/fencecheck/transport"
 	"github.com/fencecheck/fencecheck/transport/lineproto"
+	"github.com/fencecheck/fencecheck/transport/lineproto/lineprototest"
 	"github.com/fencecheck/fencecheck/transport/pipeline"
 	"github.com/fencecheck/fencecheck/transport/pipeline/pipelinetest"
 )
@@ -90,12 +91,7 @@ func TestSaramaTxnOffsetCommitOnTheWire(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			var b pipeline.Batch
-			for len(b.Records) == 0 && ctx.Err() == nil {
-				pctx, pcancel := context.WithTimeout(ctx, time.Second)
-				b, _ = m.Poll(pctx)
-				pcancel()
-			}
+			b := lineprototest.PollBatch(ctx, t, m)
 			mu.Lock()
 			seen = nil
 			mu.Unlock()

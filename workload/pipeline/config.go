@@ -31,6 +31,11 @@ type Config struct {
 	Members int `json:"members,omitempty" yaml:"members,omitempty"`
 	// Partitions is the input topic's partition count (the output's is the same). Default 4.
 	Partitions int32 `json:"partitions,omitempty" yaml:"partitions,omitempty"`
+	// InputPartitions is how many of the input partitions the input is written to: the first
+	// N, in turn; the others stay empty, so a member can hold a partition with nothing to
+	// commit beside one with output in its open transaction (KAFKA-18943's window, where
+	// Kafka Streams 3.9.0 commits that output without its offsets). Default 0: all.
+	InputPartitions int32 `json:"input_partitions,omitempty" yaml:"input_partitions,omitempty"`
 	// Preload is how many input records are written before the members start. Default 40.
 	Preload int `json:"preload,omitempty" yaml:"preload,omitempty"`
 	// Rate is how many input records per second are written while the run lasts. Default 50.
@@ -90,6 +95,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return bad("members", "must not be negative, got %d", c.Members)
 	case c.Partitions < 0:
 		return bad("partitions", "must not be negative, got %d", c.Partitions)
+	case c.InputPartitions < 0:
+		return bad("input_partitions", "must not be negative, got %d", c.InputPartitions)
 	case c.Preload < 0:
 		return bad("preload", "must not be negative, got %d", c.Preload)
 	case c.Rate < 0 || c.Rate > maxRate || math.IsNaN(c.Rate):
@@ -117,6 +124,9 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	if c.Rate == 0 {
 		c.Rate = 50
+	}
+	if c.InputPartitions > c.Partitions {
+		return bad("input_partitions", "%d, more than the %d partitions", c.InputPartitions, c.Partitions)
 	}
 	for _, d := range []struct {
 		v *units.Duration

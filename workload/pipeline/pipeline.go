@@ -427,7 +427,8 @@ func (wl *Workload) newAborter() (*kgo.Client, error) {
 }
 
 // send writes the next input record, asynchronously; its completion is recorded when the
-// broker answers. The records go round the partitions in turn. With Config.AbortedInput,
+// broker answers. The records go round the partitions in turn (the first
+// Config.InputPartitions of them, when set). With Config.AbortedInput,
 // some are written in a transaction the seeder aborts (sendAborted).
 func (wl *Workload) send(ctx context.Context) {
 	seq := wl.sendSeq.Add(1) - 1
@@ -436,7 +437,11 @@ func (wl *Workload) send(ctx context.Context) {
 	wl.append(history.Event{Type: history.TypeInvoke, ID: op, Time: wl.now(), Process: SeederProcess, Kind: history.KindSend,
 		Args: history.Args{Pipe: &history.PipeArgs{ID: id}}})
 	wl.sends.Add(1)
-	r := &kgo.Record{Partition: int32(seq % int64(wl.cfg.Partitions)), Key: []byte(id), Value: []byte(id)}
+	written := int64(wl.cfg.Partitions)
+	if wl.cfg.InputPartitions > 0 {
+		written = int64(wl.cfg.InputPartitions)
+	}
+	r := &kgo.Record{Partition: int32(seq % written), Key: []byte(id), Value: []byte(id)}
 	if wl.abortNext() {
 		go wl.sendAborted(ctx, op, r)
 		return

@@ -219,6 +219,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{pipeline.Config{Member: "mutant:typo"}, "member"},
 		{pipeline.Config{Member: "session", TxnIDs: "partition"}, "txn_ids"},
 		{pipeline.Config{TxnIDs: "task"}, "txn_ids"},
+		{pipeline.Config{InputPartitions: -1}, "input_partitions"},
+		{pipeline.Config{Partitions: 4, InputPartitions: 5}, "input_partitions"},
 	} {
 		_, err := pipeline.New(context.Background(), tc.cfg, nil, nil, pipeline.Options{})
 		if !errors.Is(err, pipeline.ErrConfig) || !containsWord(err.Error(), tc.field) {
@@ -612,4 +614,34 @@ type lateMember struct {
 func (m *lateMember) Stop() pipe.Observation {
 	m.stopped.CompareAndSwap(0, time.Now().UnixNano())
 	return pipe.Observation{}
+}
+
+// TestInputPartitionsLeaveTheOthersEmpty: with input_partitions the seeder writes to the first
+// N input partitions only, the others stay empty (the window of
+// regression/streams-revocation-commit), and the run is still judged valid.
+func TestInputPartitionsLeaveTheOthersEmpty(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pipeline for 3 s")
+	}
+	t.Parallel()
+	h, st := run(t, pipeline.Config{Processes: 1, Members: 2, Partitions: 4, InputPartitions: 2, Preload: 8}, 3*time.Second)
+	perPartition := map[int32]int{}
+	for _, op := range h.All() {
+		if op.Kind == history.KindSend && op.Type == history.TypeOK {
+			perPartition[op.Result.Pipe.Sent.Partition]++
+		}
+	}
+	if perPartition[0] == 0 || perPartition[1] == 0 || perPartition[2] != 0 || perPartition[3] != 0 {
+		t.Fatalf("sends per input partition %v (stats %+v), want partitions 0 and 1 only", perPartition, st)
+	}
+	res, err := checker.Check(context.Background(), h, checker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != checker.VerdictValid {
+		for _, r := range append(res.Checks, res.Coverage...) {
+			t.Logf("%s: %s %v %v", r.Name, r.Verdict, r.Anomalies, r.Details)
+		}
+		t.Fatalf("verdict %s, want valid", res.Verdict)
+	}
 }

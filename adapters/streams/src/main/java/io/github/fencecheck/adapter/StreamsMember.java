@@ -10,19 +10,23 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -90,6 +94,7 @@ final class StreamsMember {
   private Txn open; // the transaction open on the producer, if any
   private final List<long[]> pending = new ArrayList<>(); // inputs processed before their transaction began
   private int inputPartition; // the partition of the record being processed (for the sink's partitioner)
+  private Set<Integer> revoking; // the input partitions being revoked, while Streams handles their revocation
 
   /** A transaction as the producer saw it. */
   private static final class Txn {
@@ -244,14 +249,25 @@ final class StreamsMember {
     if (stateful) {
       t.addStateStore(Stores.keyValueStoreBuilder(Stores.inMemoryKeyValueStore(STORE), Serdes.Integer(), Serdes.ByteArray()), "copy");
     }
-    StreamPartitioner<byte[], byte[]> samePartition = new StreamPartitioner<>() {
-      @Override
-      public Optional<Set<Integer>> partitions(String topic, byte[] key, byte[] value, int n) {
-        return Optional.of(Set.of(inputPartition));
-      }
-    };
+    StreamPartitioner<byte[], byte[]> samePartition = new SamePartition();
     t.addSink("output", output, new ByteArraySerializer(), new ByteArraySerializer(), samePartition, "copy");
     return t;
+  }
+
+  /** Each output to the output partition of its input's number. */
+  private final class SamePartition implements StreamPartitioner<byte[], byte[]> {
+    @Override
+    public Optional<Set<Integer>> partitions(String topic, byte[] key, byte[] value, int n) {
+      return Optional.of(Set.of(inputPartition));
+    }
+
+    // The single-partition method kafka-streams 3.x declares abstract (4.0 removed it): so
+    // the one source builds against an affected 3.9 release too (make streams-adapter
+    // STREAMS_VERSION=3.9.0, docs/clients.md, KAFKA-18943); Streams calls partitions above.
+    @SuppressWarnings("deprecation")
+    public Integer partition(String topic, byte[] key, byte[] value, int n) {
+      return inputPartition;
+    }
   }
 
   /**
@@ -363,6 +379,16 @@ final class StreamsMember {
     }
 
     @Override
+    public void subscribe(Collection<String> topics, ConsumerRebalanceListener listener) {
+      super.subscribe(topics, new Revocations(listener));
+    }
+
+    @Override
+    public void subscribe(Pattern pattern, ConsumerRebalanceListener listener) {
+      super.subscribe(pattern, new Revocations(listener));
+    }
+
+    @Override
     public ConsumerRecords<byte[], byte[]> poll(Duration timeout) {
       ConsumerRecords<byte[], byte[]> rs = super.poll(timeout);
       ConsumerGroupMetadata md = groupMetadata();
@@ -378,6 +404,59 @@ final class StreamsMember {
         events.add(e);
       }
       return rs;
+    }
+  }
+
+  /**
+   * Streams' rebalance listener, observed: each revocation of input partitions is logged on
+   * stderr (the run's harness.log) with the input partitions the open transaction holds
+   * outputs of, and whether Streams committed that transaction while it handled the
+   * revocation, with which offsets. A transaction committed there with outputs of a partition
+   * it sends no offset for is KAFKA-18943 (docs/clients.md); the checker judges it from the
+   * transaction's event (eos-offsets-match-output), the log says the window was reached.
+   */
+  private final class Revocations implements ConsumerRebalanceListener {
+    private final ConsumerRebalanceListener streams;
+
+    Revocations(ConsumerRebalanceListener streams) {
+      this.streams = streams;
+    }
+
+    @Override
+    public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+      Set<Integer> revoked = new TreeSet<>();
+      for (TopicPartition tp : partitions) {
+        if (tp.topic().equals(input)) {
+          revoked.add(tp.partition());
+        }
+      }
+      if (revoked.isEmpty()) {
+        streams.onPartitionsRevoked(partitions);
+        return;
+      }
+      Set<Integer> held = new TreeSet<>();
+      if (open != null) {
+        open.inputs.forEach(in -> held.add((int) in[0]));
+      }
+      pending.forEach(in -> held.add((int) in[0]));
+      revoking = revoked;
+      try {
+        streams.onPartitionsRevoked(partitions);
+      } finally {
+        revoking = null;
+        System.err.println("streams adapter: revoked input partitions " + revoked + " (generation " + generation
+            + "); the open transaction held outputs of partitions " + held);
+      }
+    }
+
+    @Override
+    public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+      streams.onPartitionsAssigned(partitions);
+    }
+
+    @Override
+    public void onPartitionsLost(Collection<TopicPartition> partitions) {
+      streams.onPartitionsLost(partitions);
     }
   }
 
@@ -438,6 +517,12 @@ final class StreamsMember {
       Txn t = open;
       if (t != null) {
         t.commitAsked = true;
+        if (revoking != null) {
+          Set<Integer> held = new TreeSet<>();
+          t.inputs.forEach(in -> held.add((int) in[0]));
+          System.err.println("streams adapter: committing txn " + t.number + " while revoking input partitions " + revoking
+              + ": outputs of partitions " + held + ", offsets of partitions " + t.offsets.keySet());
+        }
       }
       try {
         super.commitTransaction();
