@@ -26,8 +26,8 @@ func newExplore() *cobra.Command {
 		Short: "Search fault schedules for a failing run, guided by what the runs observed",
 		Long: `explore searches for a fault schedule that breaks a guarantee. It runs the scenario (a
 built-in name or a file; its own faults are dropped, so start from one without, such as
-steady or pipeline-steady) once as it is, then one scripted schedule after another: each
-either drawn fresh (one to --max-faults faults of the nemesis's kinds, the Kafka-aware ones
+steady or pipeline-steady) once as it is, for a short while (--probe), then one scripted
+schedule after another for the scenario's whole duration: each either drawn fresh (one to --max-faults faults of the nemesis's kinds, the Kafka-aware ones
 included, with targets, times, durations and parameters) or a mutation of a schedule it kept
 (another target, time, duration, fault kind or request type; a fault added, removed or taken
 from another kept schedule).
@@ -72,6 +72,9 @@ Exit codes: 0 the search ended without an invalid run, 1 a run was invalid, 2 in
 			if c.Flags().Changed("max-faults") && opts.MaxFaults < 1 {
 				return usageErr("--max-faults %d: want 1 or more", opts.MaxFaults)
 			}
+			if opts.Probe < 0 {
+				return usageErr("--probe %v: want a duration such as 10s, or 0 for the default", opts.Probe)
+			}
 			if opts.ShrinkBudget < 0 {
 				return usageErr("--shrink-budget %v: want a duration such as 10m, or 0 for no shrink", opts.ShrinkBudget)
 			}
@@ -111,6 +114,7 @@ Exit codes: 0 the search ended without an invalid run, 1 a run was invalid, 2 in
 	fl.StringVar(&opts.Out, "out", "", "output folder (default explore/<scenario>/<UTC time>)")
 	fl.StringSliceVar(&opts.Faults, "faults", nil, "fault kinds to draw, comma-separated (default: every one the cluster can do: "+strings.Join(explore.FaultNames(), ", ")+")")
 	fl.IntVar(&opts.MaxFaults, "max-faults", 0, "most faults in one schedule (default: one per 5 s of the scenario's duration, at least 3)")
+	fl.DurationVar(&opts.Probe, "probe", 0, "how long run 0, the scenario without faults, runs (default: a quarter of the scenario's duration, at least three of its workload's handoff periods and 8s; the scenario's duration runs all of it)")
 	fl.DurationVar(&opts.ShrinkBudget, "shrink-budget", 10*time.Minute, "budget of fencecheck shrink on the first invalid run; 0: no shrink")
 	f.addScenarioFlags(fl)
 	return c

@@ -50,6 +50,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"explore", "steady", "--runs", "2", "--max-faults", "0"}, "--max-faults 0: want 1 or more"},
 		{[]string{"explore", "steady", "--runs", "2", "--duration", "2s"}, "--duration 2s: want at least 4s"},
 		{[]string{"explore", "steady", "--runs", "2", "--shrink-budget", "-1s"}, "--shrink-budget -1s"},
+		{[]string{"explore", "steady", "--runs", "2", "--probe", "-5s"}, "--probe -5s: want a duration"},
 		{[]string{"explore", "steady", "--runs", "2", "--transport", "mutant:nope"}, "no such mutant"},
 	}
 	for _, tc := range tests {

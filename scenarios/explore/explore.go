@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
+	fcunits "github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
@@ -60,6 +61,11 @@ type Options struct {
 	// ShrinkBudget is the budget of the shrink of an invalid run; 0: no shrink (the invalid
 	// run is named, and `fencecheck shrink DIR` shrinks it later).
 	ShrinkBudget time.Duration
+	// Probe is how long run 0, the scenario without faults, runs its workload. 0: the rule
+	// of ProbeDuration (a quarter of the scenario's duration, at least three of the
+	// workload's handoff periods and 8 s); the scenario's duration or more: all of it, as
+	// before the probe was short. The schedules run for the scenario's whole duration.
+	Probe time.Duration
 	// Progress receives one line per run and the summary. Default: discard.
 	Progress io.Writer
 
@@ -109,6 +115,9 @@ func Run(ctx context.Context, base *scenarios.Scenario, opts Options) (*Result, 
 	if opts.MaxFaults < 1 {
 		return nil, fmt.Errorf("%w: --max-faults %d: want 1 or more", ErrOptions, opts.MaxFaults)
 	}
+	if opts.Probe < 0 {
+		return nil, fmt.Errorf("%w: --probe %v: want 0 (the rule) or a duration", ErrOptions, opts.Probe)
+	}
 	for _, f := range opts.Faults {
 		if !slices.Contains(FaultNames(), f) {
 			hint := ""
@@ -148,7 +157,7 @@ func Run(ctx context.Context, base *scenarios.Scenario, opts Options) (*Result, 
 	}
 	e.m.tookHold = map[string]bool{}
 	e.res.Faults = e.m.kinds
-	e.say("explore %s: seed %d, %s cluster, transport %s, %s → %s", base.Name, opts.Seed, base.Cluster.Kind, opts.Transport, e.bound(), opts.Out)
+	e.say("explore %s: seed %d, %s cluster, transport %s, %s, run 0 without faults for %v → %s", base.Name, opts.Seed, base.Cluster.Kind, opts.Transport, e.bound(), e.probe(), opts.Out)
 	if err := e.loop(ctx); err != nil {
 		return nil, err
 	}
@@ -413,6 +422,9 @@ func (e *search) loop(ctx context.Context) error {
 		}
 		s.Name = fmt.Sprintf("%s-e%d", e.base.Name, n)
 		s.Nemesis.Script = sc.Lines()
+		if n == 0 {
+			s.Duration = fcunits.Duration(e.probe())
+		}
 		if e.ran != nil {
 			e.ran[sc.String()] = true
 		}
@@ -420,7 +432,7 @@ func (e *search) loop(ctx context.Context) error {
 		began := time.Now()
 		obs, err := e.opts.run(ctx, s, seed)
 		rec := RunRecord{N: n, Name: s.Name, Seed: seed, Schedule: s.Nemesis.Script, Parent: parent, Mutations: what,
-			Took: Duration(time.Since(began))}
+			Duration: Duration(s.Duration.D()), Took: Duration(time.Since(began))}
 		if err != nil && n == 0 && errors.Is(err, scenarios.ErrScenario) {
 			return err
 		}
@@ -488,6 +500,52 @@ func (e *search) loop(ctx context.Context) error {
 		}
 	}
 }
+
+// probe is run 0's duration: Options.Probe, else ProbeDuration; never more than the
+// scenario's.
+func (e *search) probe() time.Duration {
+	d := e.opts.Probe
+	if d == 0 {
+		d = ProbeDuration(e.base)
+	}
+	return min(d, e.base.Duration.D())
+}
+
+// ProbeDuration is how long run 0 (the scenario without faults) runs by default: a quarter
+// of the scenario's duration, but at least probeHandoffs of the workload's handoff periods (a
+// lease member's mean interval between contentions, a pipeline member's mean stay in the
+// group) and at least probeMin, and never more than the scenario's duration.
+//
+// Run 0 is a probe, not a search step. It gives the baseline feedback (the request types the
+// Kafka-aware faults are drawn on, the tuples no fault is needed for) and catches what shows
+// without any fault; every later run runs the scenario's whole duration with a schedule, where
+// a bug that shows without faults can show too (less often, measured: docs/explore.md). A run
+// 0 of the whole duration cost a whole run before the first fault. The lower bounds
+// keep the probe a run of the workload as it is meant to run: members hand their roles (a
+// pipeline's partitions) over a few times, so fences, rebalances and the final reads and
+// checks that follow them mean what they mean in any run. What the probe gives up: a bug
+// that shows at a rate over time (a handoff landing between a write's two halves, an abort
+// that a member does not rewind) is less likely in the probe than in a whole run, and is
+// then left to the first schedules; and a tuple that only a longer run without faults
+// reaches is credited to the first schedule that reaches it.
+func ProbeDuration(s *scenarios.Scenario) time.Duration {
+	var period time.Duration
+	if s.Workload.IsPipeline() {
+		if cfg, err := s.Workload.PipelineConfig(); err == nil {
+			period = cfg.Restart.D()
+		}
+	} else {
+		period = s.Workload.Load.Contend.D()
+	}
+	d := max(s.Duration.D()/4, probeHandoffs*period, probeMin)
+	return min(d, s.Duration.D())
+}
+
+// The lower bounds of the probe's duration (ProbeDuration).
+const (
+	probeHandoffs = 3
+	probeMin      = 8 * time.Second
+)
 
 func (e *search) clock() string {
 	el := time.Since(e.started).Round(time.Second)

@@ -229,6 +229,7 @@ func TestBadOptions(t *testing.T) {
 		{steady(t), Options{Out: t.TempDir(), Runs: 1, Faults: []string{"kil"}}, `--faults: "kil" is not a fault explore draws; did you mean kill?`},
 		{steady(t), Options{Out: t.TempDir(), Runs: 1, Faults: []string{"isolate"}}, "--faults: none of isolate can run on the embedded cluster"},
 		{steady(t), Options{Out: t.TempDir(), Runs: 1, MaxFaults: -2}, "--max-faults -2"},
+		{steady(t), Options{Out: t.TempDir(), Runs: 1, Probe: -time.Second}, "--probe -1s"},
 		{short, Options{Out: t.TempDir(), Runs: 1}, "--duration 3s"},
 	} {
 		c.opts.run, c.opts.shrink = byKinds(new([]*scenarios.Scenario)), noShrink
@@ -647,5 +648,70 @@ func TestPipelineCoveringDrawsAFreezeFirst(t *testing.T) {
 	got := pipelineFreezeFirst(avail)
 	if want := []step{{Kind: "freeze"}, {Kind: "drop", API: "produce"}, {Kind: "partition"}}; !slices.Equal(got, want) {
 		t.Errorf("pipelineFreezeFirst(%v) = %v, want %v", avail, got, want)
+	}
+}
+
+// TestRunZeroIsAShortProbe: run 0, the scenario without faults, runs a probe's duration (a
+// quarter of the scenario's, at least three of the workload's handoff periods and 8 s), and
+// every schedule after it the scenario's whole duration. Before, run 0 ran the whole
+// duration: a whole run before the first fault. --probe sets it; the scenario's duration or
+// more runs all of it.
+func TestRunZeroIsAShortProbe(t *testing.T) {
+	find := func(name string, d time.Duration) *scenarios.Scenario {
+		s, err := scenarios.Find(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d > 0 {
+			s.Duration = scenarios.Duration(d)
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name  string
+		s     *scenarios.Scenario
+		probe time.Duration
+		want  time.Duration
+	}{
+		// steady: 20 s, members contend every 2 s: a quarter is 5 s, three handoffs 6 s.
+		{"steady", find("steady", 0), 0, 8 * time.Second},
+		// pipeline-steady: 20 s, a member stays 4 s: three stays are 12 s.
+		{"pipeline-steady", find("pipeline-steady", 0), 0, 12 * time.Second},
+		// chaos's workload contends every 8 s: three handoffs are 24 s of its 40 s.
+		{"chaos", find("chaos", 0), 0, 24 * time.Second},
+		{"steady for 2m", find("steady", 2*time.Minute), 0, 30 * time.Second},
+		{"steady for 6s", find("steady", 6*time.Second), 0, 6 * time.Second},
+		{"steady --probe 15s", find("steady", 0), 15 * time.Second, 15 * time.Second},
+		{"steady --probe 1h", find("steady", 0), time.Hour, 20 * time.Second},
+	} {
+		var calls []*scenarios.Scenario
+		res, err := Run(context.Background(), c.s, Options{Out: t.TempDir(), Runs: 3, Seed: 5, Probe: c.probe,
+			run: byKinds(&calls), shrink: noShrink})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(calls) != 3 {
+			t.Fatalf("%s: %d runs, want 3", c.name, len(calls))
+		}
+		for n, s := range calls {
+			want := c.s.Duration.D()
+			if n == 0 {
+				want = c.want
+			}
+			if s.Duration.D() != want || time.Duration(res.Runs[n].Duration) != want {
+				t.Errorf("%s: run %d ran %v (explore.json: %v), want %v", c.name, n, s.Duration.D(), time.Duration(res.Runs[n].Duration), want)
+			}
+			if n > 0 && len(s.Nemesis.Script) == 0 {
+				t.Errorf("%s: run %d has no schedule", c.name, n)
+			}
+		}
+		// The probe's corpus file repeats it as it ran.
+		kept, err := scenarios.Find(filepath.Join(res.Out, res.Runs[0].File))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if kept.Duration.D() != c.want {
+			t.Errorf("%s: run 0's corpus file runs %v, want %v", c.name, kept.Duration.D(), c.want)
+		}
 	}
 }

@@ -70,10 +70,13 @@ type RunRecord struct {
 	Schedule  []string `json:"schedule"`
 	Parent    int      `json:"parent"`    // the run whose schedule was mutated; -1: drawn fresh
 	Mutations []string `json:"mutations"` // what changed from the parent
-	Dir       string   `json:"dir,omitempty"`
-	Verdict   string   `json:"verdict,omitempty"`
-	New       []string `json:"new,omitempty"` // the tuples it reached first
-	Kept      bool     `json:"kept"`
+	// Duration is how long its workload ran: the probe's duration for run 0 (Options.Probe),
+	// the scenario's for the others.
+	Duration Duration `json:"duration"`
+	Dir      string   `json:"dir,omitempty"`
+	Verdict  string   `json:"verdict,omitempty"`
+	New      []string `json:"new,omitempty"` // the tuples it reached first
+	Kept     bool     `json:"kept"`
 	// File is the kept schedule's scenario file, relative to the output folder.
 	File        string   `json:"file,omitempty"`
 	Interrupted bool     `json:"interrupted,omitempty"`
