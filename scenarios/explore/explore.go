@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/fencecheck/fencecheck/checker"
-	fcunits "github.com/fencecheck/fencecheck/internal/units"
 	"github.com/fencecheck/fencecheck/nemesis"
 	"github.com/fencecheck/fencecheck/scenarios"
 	"github.com/fencecheck/fencecheck/scenarios/harness"
@@ -423,7 +422,7 @@ func (e *search) loop(ctx context.Context) error {
 		s.Name = fmt.Sprintf("%s-e%d", e.base.Name, n)
 		s.Nemesis.Script = sc.Lines()
 		if n == 0 {
-			s.Duration = fcunits.Duration(e.probe())
+			s.Duration = scenarios.Duration(e.probe())
 		}
 		if e.ran != nil {
 			e.ran[sc.String()] = true
