@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -162,9 +163,16 @@ func (w *Wire) markSent(seq, at int) {
 }
 
 // Log is the recorded events, one a line, those of keys only (all when none given).
-func (w *Wire) Log(keys ...int16) string {
+func (w *Wire) Log(keys ...int16) string { return logOf(w.Events(), keys) }
+
+// Tail is w's log from the event after mark on, those of keys only.
+func Tail(w *Wire, mark int, keys ...int16) string { return logOf(w.Events()[mark:], keys) }
+
+// logOf is events one a line, those of keys only (all when none given); the marks of held
+// requests sent (key -1) always.
+func logOf(events []Event, keys []int16) string {
 	var b strings.Builder
-	for _, e := range w.Events() {
+	for _, e := range events {
 		if len(keys) > 0 && e.Key >= 0 && !slices.Contains(keys, e.Key) {
 			continue
 		}
@@ -329,16 +337,11 @@ func answerCode(frame []byte, key, version int16) int16 {
 		return 0
 	}
 	resp.SetVersion(version)
-	body := frame[8:]
+	rd := kbin.Reader{Src: frame[8:]}
 	if resp.IsFlexible() {
-		// The response header's tagged fields.
-		n, err := skipTags(body)
-		if err != nil {
-			return -1
-		}
-		body = body[n:]
+		kmsg.SkipTags(&rd) // the response header's tagged fields
 	}
-	if err := resp.ReadFrom(body); err != nil {
+	if rd.Complete() != nil || resp.ReadFrom(rd.Src) != nil {
 		return -1
 	}
 	switch r := resp.(type) {
@@ -362,38 +365,4 @@ func answerCode(frame []byte, key, version int16) int16 {
 		}
 	}
 	return 0
-}
-
-func skipTags(b []byte) (int, error) {
-	n, l := binary.Uvarint(b)
-	if l <= 0 {
-		return 0, errors.New("bad tag count")
-	}
-	at := l
-	for range n {
-		_, l := binary.Uvarint(b[at:])
-		if l <= 0 {
-			return 0, errors.New("bad tag")
-		}
-		at += l
-		size, l := binary.Uvarint(b[at:])
-		if l <= 0 || at+l+int(size) > len(b) {
-			return 0, errors.New("bad tag size")
-		}
-		at += l + int(size)
-	}
-	return at, nil
-}
-
-// Tail is w's log from the event after mark on, those of keys only.
-func Tail(w *Wire, mark int, keys ...int16) string {
-	var b strings.Builder
-	for _, e := range w.Events()[mark:] {
-		if e.Key >= 0 && !slices.Contains(keys, e.Key) {
-			continue
-		}
-		b.WriteString(e.String())
-		b.WriteByte('\n')
-	}
-	return b.String()
 }
