@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -84,13 +83,40 @@ func poll(ctx context.Context, cl *kgo.Client, max int) (Batch, error) {
 	return b, nil
 }
 
+// madeClient is the member's client once New has it. The option that reports a member's
+// fetches is given to kgo before the client exists, and kgo may join the group and fetch its
+// offsets before New's goroutine stores the client (a stall of that goroutine between
+// NewClient's return and the store is enough): the report waits for the store.
+type madeClient struct {
+	cl    *kgo.Client
+	ready chan struct{}
+}
+
+func newMadeClient() *madeClient { return &madeClient{ready: make(chan struct{})} }
+
+// set stores cl, once, and wakes the reports waiting for it.
+func (m *madeClient) set(cl *kgo.Client) {
+	m.cl = cl
+	close(m.ready)
+}
+
+// wait returns the client once set, or nil when ctx ends first.
+func (m *madeClient) wait(ctx context.Context) *kgo.Client {
+	select {
+	case <-m.ready:
+		return m.cl
+	case <-ctx.Done():
+		return nil
+	}
+}
+
 // reportStarts returns the option that tells cfg.Fetched where the member starts after its
 // client fetched the group's offsets on an assignment: kgo's answer, changed first by adjust
 // when not nil (a mutant's). kgo calls it from its own goroutines once the fetch is answered,
-// before it reads from there; made is the client once New has it, for the group metadata
-// (it is always set by then: the fetch follows a join).
-func reportStarts(cfg Config, made *atomic.Pointer[kgo.Client], adjust func(map[int32]kgo.Offset)) kgo.Opt {
-	return kgo.AdjustFetchOffsetsFn(func(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+// before it reads from there; made gives the client, for the group metadata, once New has
+// stored it (kgo's context ends if the client is closed first).
+func reportStarts(cfg Config, made *madeClient, adjust func(map[int32]kgo.Offset)) kgo.Opt {
+	return kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 		in := offsets[cfg.Input]
 		if adjust != nil {
 			adjust(in)
@@ -104,7 +130,7 @@ func reportStarts(cfg Config, made *atomic.Pointer[kgo.Client], adjust func(map[
 		for p, o := range in {
 			f.Starts[p] = max(0, o.EpochOffset().Offset)
 		}
-		if cl := made.Load(); cl != nil {
+		if cl := made.wait(ctx); cl != nil {
 			f.MemberID, f.Generation = cl.GroupMetadata()
 		}
 		cfg.Fetched(f)

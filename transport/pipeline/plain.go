@@ -111,12 +111,12 @@ func newPlain(_ context.Context, cfg Config, flaw string) (*plain, error) {
 			}
 		}))
 	}
-	var made atomic.Pointer[kgo.Client]
-	opts = append(opts, reportStarts(cfg, &made, adjust))
+	made := newMadeClient()
+	opts = append(opts, reportStarts(cfg, made, adjust))
 	if m.cl, err = kgo.NewClient(opts...); err != nil {
 		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrInvalidConfig, Err: err, Stage: transport.StageLocal}
 	}
-	made.Store(m.cl)
+	made.set(m.cl)
 	return m, nil
 }
 

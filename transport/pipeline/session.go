@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -29,12 +28,12 @@ func newSession(_ context.Context, cfg Config) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	var made atomic.Pointer[kgo.Client]
-	s, err := kgo.NewGroupTransactSession(append(opts, reportStarts(cfg, &made, nil))...)
+	made := newMadeClient()
+	s, err := kgo.NewGroupTransactSession(append(opts, reportStarts(cfg, made, nil))...)
 	if err != nil {
 		return nil, &transport.Error{Op: transport.OpStart, Kind: transport.ErrInvalidConfig, Err: err, Stage: transport.StageLocal}
 	}
-	made.Store(s.Client())
+	made.set(s.Client())
 	return &session{cfg: cfg, s: s}, nil
 }
 
